@@ -1,0 +1,82 @@
+package frames
+
+import "encoding/binary"
+
+// FrameBuilder accumulates the blocks of one frame before Commit. It is not
+// safe for concurrent use.
+type FrameBuilder struct {
+	tpnum       int
+	raw         []byte // header (size patched at Commit) + blocks
+	regSize     int    // size of the R blocks added, 0 when none
+	regMismatch bool
+	fallbackPC  uint64
+	hasFallback bool
+}
+
+// NewFrame starts a frame for tracepoint tpnum. Nothing is stored until
+// Commit.
+func (b *Buffer) NewFrame(tpnum int) *FrameBuilder {
+	raw := make([]byte, HeaderSize, 64)
+	binary.LittleEndian.PutUint16(raw[0:2], uint16(tpnum))
+	return &FrameBuilder{tpnum: tpnum, raw: raw}
+}
+
+// TPNum returns the tracepoint number the frame is for.
+func (f *FrameBuilder) TPNum() int { return f.tpnum }
+
+// AddRegisters appends an 'R' block holding a copy of block (the whole
+// register file in g-packet layout).
+func (f *FrameBuilder) AddRegisters(block []byte) {
+	if f.raw == nil {
+		return
+	}
+	if f.regSize != 0 && f.regSize != len(block) {
+		f.regMismatch = true
+	}
+	f.regSize = len(block)
+	f.raw = append(f.raw, BlockRegisters)
+	f.raw = append(f.raw, block...)
+}
+
+// AddMemory appends 'M' blocks holding a copy of data collected at addr,
+// split into blocks of at most MaxMemoryBlock bytes. Empty data adds one
+// empty block.
+func (f *FrameBuilder) AddMemory(addr uint64, data []byte) {
+	if f.raw == nil {
+		return
+	}
+	for first := true; first || len(data) > 0; first = false {
+		chunk := data
+		if len(chunk) > MaxMemoryBlock {
+			chunk = chunk[:MaxMemoryBlock]
+		}
+		f.raw = append(f.raw, BlockMemory)
+		f.raw = binary.LittleEndian.AppendUint64(f.raw, addr)
+		f.raw = binary.LittleEndian.AppendUint16(f.raw, uint16(len(chunk)))
+		f.raw = append(f.raw, chunk...)
+		addr += uint64(len(chunk))
+		data = data[len(chunk):]
+	}
+}
+
+// AddTSV appends a 'V' block recording trace state variable num's value.
+func (f *FrameBuilder) AddTSV(num int, v int64) {
+	if f.raw == nil {
+		return
+	}
+	f.raw = append(f.raw, BlockTSV)
+	f.raw = binary.LittleEndian.AppendUint32(f.raw, uint32(int32(num)))
+	f.raw = binary.LittleEndian.AppendUint64(f.raw, uint64(v))
+}
+
+// SetFallbackPC records the address tfind uses for this frame when it has
+// no register block (or its PC is 0): normally the tracepoint's address.
+// It is not part of the frame's bytes.
+func (f *FrameBuilder) SetFallbackPC(pc uint64) {
+	f.fallbackPC = pc
+	f.hasFallback = true
+}
+
+// Size returns the frame's size in bytes, header included: what it will
+// take from the buffer's budget (plus the end-of-buffer marker).
+func (f *FrameBuilder) Size() int { return len(f.raw) }

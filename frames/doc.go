@@ -1,0 +1,68 @@
+// Package frames is the trace buffer of the stub: it stores trace frames in
+// gdbserver's byte layout, indexes them for tfind, serves qTBuffer and
+// writes the tfile format for QTSave.
+//
+// # Frame layout
+//
+// Every frame is stored exactly as gdbserver stores it (gdbserver/tracepoint.cc,
+// struct traceframe, packed, target byte order = little-endian on x86-64):
+//
+//	u16 tpnum        tracepoint number (0 is the end-of-buffer marker, never a frame)
+//	u32 data_size    number of block bytes that follow
+//	blocks:
+//	  'R' + register block of exactly the g-packet size
+//	  'M' + u64 address + u16 length + length bytes
+//	  'V' + u32 (C int) variable number + i64 value
+//	  'S' + u16 length + length bytes (static tracepoint data; parsed, never built)
+//
+// gdb's tsave copies qTBuffer bytes verbatim into the tfile and `target tfile`
+// walks them with the same layout, so this is the on-wire format too.
+//
+// # Budget
+//
+// A Buffer has a byte budget (default 5 MiB, gdbserver's
+// DEFAULT_TRACE_BUFFER_SIZE). Like gdbserver, every allocation must leave
+// room for a 6-byte end-of-buffer marker, so a frame of S bytes fits when
+// Used()+S+6 <= Size(). Used() counts frame bytes only (it is gdbserver's
+// "tsize - tfree" and the length of the qTBuffer byte stream), Free() is
+// Size()-Used().
+//
+// Linear buffers refuse a frame that does not fit (ErrFull; the frame is not
+// stored and nothing already stored is lost: gdbserver then stops the run with
+// reason "tfull"). Circular buffers drop the oldest frames until the new one
+// fits. Deliberate differences from gdbserver: frames are committed whole (a
+// frame is never half-written), a circular buffer is modelled as a contiguous
+// byte budget (gdbserver's ring can waste the tail of the ring and so drop a
+// few more frames than strictly needed), and a frame larger than the whole
+// buffer is refused with ErrFull without first discarding every stored frame.
+//
+// # Frame numbers
+//
+// As in gdbserver's find_traceframe, a frame's number is its position among
+// the frames currently present, oldest first: the oldest frame present is
+// always number 0. When a circular buffer drops old frames, the numbers of the
+// remaining frames shift down. Created() counts every frame committed since
+// the last Clear, including dropped ones (gdbserver's traceframes_created);
+// Count() counts those present (traceframe_count).
+//
+// # Finding frames
+//
+// FindPC, FindTracepoint and FindRange implement QTFrame:pc, :tdp, :range and
+// :outside: each returns the first frame whose number is greater than after
+// (the current frame; -1 when none is selected). The search never wraps.
+// A frame's address is the PC in its register block (read at pcOffset as a
+// little-endian u64); when the frame has no register block, or the PC reads
+// 0, the fallback address given with FrameBuilder.SetFallbackPC is used (the
+// tracepoint's address, as gdbserver's get_traceframe_address does). A frame
+// with neither matches no address search.
+//
+// Per-tracepoint and per-PC lists of frame sequence numbers make FindPC and
+// FindTracepoint O(log n); FindRange scans a dense array of addresses.
+//
+// # Concurrency
+//
+// A Buffer is safe for concurrent use; one mutex guards all of it. Frames
+// returned by the Buffer share their Raw bytes with it: they are never
+// modified after Commit, and callers must not modify them either.
+// A FrameBuilder is not safe for concurrent use.
+package frames
