@@ -1,0 +1,392 @@
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// lineOf returns the 1-based number of the first line of testdata/file
+// that contains text.
+func lineOf(t *testing.T, file, text string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata", file))
+	if err != nil {
+		t.Fatalf("read %s: %v", file, err)
+	}
+	for i, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, text) {
+			return i + 1
+		}
+	}
+	t.Fatalf("%s has no line containing %q", file, text)
+	return 0
+}
+
+// demoGreeting is demo.c's greeting string.
+const demoGreeting = "hello, tracepoints"
+
+// demoCompute is demo.c's compute(n, &pt, greeting) with pt.x = n, pt.y = 2n.
+func demoCompute(n int) int {
+	return n*n + n + 2*n + len(demoGreeting)
+}
+
+// solibPrograms builds libdemo.so, a program linked against it and one
+// that dlopen()s it; it returns their paths.
+func solibPrograms(t *testing.T) (lib, linked, dlopener string) {
+	t.Helper()
+	dir := t.TempDir()
+	lib = buildC(t, filepath.Join(dir, "libdemo.so"), []string{"solib/libdemo.c"}, "-shared", "-fPIC")
+	linked = buildC(t, filepath.Join(dir, "main_linked"), []string{"solib/main_linked.c"},
+		"-L"+dir, "-ldemo", "-Wl,-rpath,"+dir)
+	dlopener = buildC(t, filepath.Join(dir, "main_dlopen"), []string{"solib/main_dlopen.c"}, "-ldl")
+	return lib, linked, dlopener
+}
+
+func TestBreakpoints(t *testing.T) {
+	stubPath(t)
+	lib, linked, dlopener := solibPrograms(t)
+	demo := buildProgram(t, "demo")
+	tests := []struct {
+		name     string
+		prog     string
+		args     []string
+		commands []string
+		want     []string
+		// programOutput must appear in the stub's output (the inferior's stdout).
+		programOutput string
+	}{
+		{
+			name:     "main",
+			prog:     demo,
+			commands: []string{"break main", "continue", "info frame"},
+			want:     []string{"Breakpoint 1, main () at ", "demo.c:", "rip = 0x"},
+		},
+		{
+			name: "shared library function",
+			prog: linked,
+			commands: []string{"set breakpoint pending on", "break lib_add", "continue",
+				"finish", "continue"},
+			want: []string{"Breakpoint 1, lib_add (a=2, b=3) at ", "libdemo.c:",
+				"Value returned is $1 = 5", "exited normally"},
+			programOutput: "lib_add(2, 3) = 5",
+		},
+		{
+			name: "dlopened library function",
+			prog: dlopener,
+			args: []string{lib},
+			commands: []string{"set breakpoint pending on", "break lib_add", "continue",
+				"info sharedlibrary", "finish", "continue"},
+			want: []string{"Breakpoint 1, lib_add (a=40, b=2) at ", lib,
+				"Value returned is $1 = 42", "exited normally"},
+			programOutput: "lib_add(40, 2) = 42",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, stub := debugSession(t, tc.prog, tc.args, tc.commands...)
+			mustContain(t, out, tc.want...)
+			if tc.programOutput != "" {
+				stub.waitExit(10 * time.Second)
+				mustContain(t, stub.output.String(), tc.programOutput)
+			}
+		})
+	}
+}
+
+func TestStepNextFinishUntil(t *testing.T) {
+	stubPath(t)
+	demo := buildProgram(t, "demo")
+	callLine := lineOf(t, "demo.c", "total += compute(")
+	sumLine := lineOf(t, "demo.c", "int sum = p->x + p->y;")
+	countLine := lineOf(t, "demo.c", "call_count++;")
+	printfLine := lineOf(t, "demo.c", `printf("compute called`)
+	out, _ := debugSession(t, demo, nil,
+		fmt.Sprintf("break demo.c:%d", callLine),
+		"continue",
+		"step",
+		"next",
+		"next",
+		"finish",
+		"delete",
+		fmt.Sprintf("until %d", printfLine),
+		"print call_count",
+		"print total",
+	)
+	total := 0
+	for n := range 10 {
+		total += demoCompute(n)
+	}
+	mustContain(t, out,
+		"Breakpoint 1, main () at ",
+		"compute (n=0, p=0x",
+		fmt.Sprintf("\n%d\t\tint sum = p->x + p->y;", sumLine),
+		fmt.Sprintf("\n%d\t\tcall_count++;", countLine),
+		fmt.Sprintf("Value returned is $1 = %d", demoCompute(0)),
+		fmt.Sprintf("\n%d\t\tprintf(", printfLine),
+		"$2 = 10",
+		fmt.Sprintf("$3 = %d", total),
+	)
+	// finish returns into the middle of the call line.
+	mustMatch(t, out, fmt.Sprintf(`0x[0-9a-f]+ in main \(\) at \S*demo\.c:%d\n`, callLine))
+	mustMatch(t, out, `name=0x[0-9a-f]+ "`+demoGreeting+`"`)
+}
+
+func TestRegisters(t *testing.T) {
+	stubPath(t)
+	vectors := buildProgram(t, "vectors")
+	cpuinfo, _ := os.ReadFile("/proc/cpuinfo")
+	avx := strings.Contains(string(cpuinfo), " avx ")
+	var args []string
+	if avx {
+		args = []string{"avx"}
+	}
+	out, _ := debugSession(t, vectors, args,
+		"break *vectors_loaded",
+		"continue",
+		"print (long)$pc == (long)&vectors_loaded",
+		"print $fs_base != 0",
+		"info registers rip",
+		"info registers eflags",
+		"info registers r12",
+		"print $xmm0.v4_int32",
+		"print $xmm1.v2_double",
+		"print $ymm0.v8_int32",
+		"info registers",
+	)
+	mustContain(t, out,
+		"$1 = 1", // at vectors_loaded
+		"$2 = 1", // fs_base points at the thread's TLS block
+		"{1, 2, 3, 4}",
+		"{1.5, -2.25}",
+	)
+	mustMatch(t, out, `(?m)^rip\s+0x[0-9a-f]+`)
+	mustMatch(t, out, `(?m)^eflags\s+0x[0-9a-f]+\s+\[ .*IF.* \]`)
+	mustMatch(t, out, `(?m)^r12\s+0x1122334455667788\s+1234605616436508552`)
+	for _, reg := range []string{"rax", "rbx", "rsp", "rbp", "rip", "eflags", "cs", "ss"} {
+		mustMatch(t, out, `(?m)^`+reg+`\s+0x[0-9a-f]+`)
+	}
+	if avx {
+		mustContain(t, out, "{1, 2, 3, 4, 5, 6, 7, 8}")
+	}
+}
+
+func TestMemoryReadWrite(t *testing.T) {
+	stubPath(t)
+	demo := buildProgram(t, "demo")
+	out, stub := debugSession(t, demo, nil,
+		"break compute",
+		"continue",
+		"x/s greeting",
+		"x/8dw &history",
+		"set var call_count = 100",
+		"set var history[3] = 77",
+		"set {int}&history[4] = 0x55",
+		"x/8dw &history",
+		"print call_count",
+		"print/x *(unsigned char *)greeting",
+		"delete",
+		"continue",
+	)
+	mustContain(t, out, `"`+demoGreeting+`"`,
+		"$1 = 100",
+		fmt.Sprintf("$2 = 0x%x", demoGreeting[0]),
+		"exited normally")
+	mustMatch(t, out, `<history>:\s+0\s+0\s+0\s+0`)
+	mustMatch(t, out, `<history>:\s+0\s+0\s+0\s+77\s*\n.*<history\+16>:\s+85\s+0\s+0\s+0`)
+	stub.waitExit(10 * time.Second)
+	// compute ran 10 times starting from the value written by gdb.
+	mustContain(t, stub.output.String(), "compute called 110 times")
+}
+
+func TestWatchpoint(t *testing.T) {
+	stubPath(t)
+	watch := buildProgram(t, "watch")
+	out, _ := debugSession(t, watch, nil,
+		"break main", "continue", "watch watched", "continue", "continue", "continue")
+	mustContain(t, out, "Hardware watchpoint 2: watched")
+	for i := 1; i <= 3; i++ {
+		mustMatch(t, out, fmt.Sprintf(`Old value = %d\s*\nNew value = %d`, (i-1)*10, i*10))
+	}
+}
+
+func TestThreads(t *testing.T) {
+	stubPath(t)
+	const nthreads, hitsPerThread = 4, 5
+	threads := buildProgram(t, "threads")
+	cmds := []string{"break all_started", "continue", "info threads", "thread 2", "break hit"}
+	const continues = 8
+	for range continues {
+		cmds = append(cmds, "continue")
+	}
+	cmds = append(cmds, "delete", "continue")
+	out, stub := debugSession(t, threads,
+		[]string{strconv.Itoa(nthreads), strconv.Itoa(hitsPerThread)}, cmds...)
+	if n := countMatches(out, `(?m)^[* ] +\d+ +Thread `); n != nthreads+1 {
+		t.Errorf("info threads lists %d threads, want %d", n, nthreads+1)
+	}
+	mustMatch(t, out, `\[Switching to thread 2 \(Thread `)
+	hits := countMatches(out, `hit Breakpoint 2, hit \(id=\d\)`)
+	if hits != continues {
+		t.Errorf("breakpoint at hit reported %d times, want %d", hits, continues)
+	}
+	ids := map[string]bool{}
+	for _, m := range regexpAll(out, `hit Breakpoint 2, hit \(id=(\d)\)`) {
+		ids[m[1]] = true
+	}
+	if len(ids) < 2 {
+		t.Errorf("breakpoint hit by %d distinct threads, want several", len(ids))
+	}
+	mustContain(t, out, "exited normally")
+	stub.waitExit(10 * time.Second)
+	mustContain(t, stub.output.String(), fmt.Sprintf("total hits %d", nthreads*hitsPerThread))
+}
+
+func TestSignals(t *testing.T) {
+	stubPath(t)
+	signals := buildProgram(t, "signals")
+	out, stub := debugSession(t, signals, nil,
+		"handle SIGUSR1 stop print",
+		"handle SIGALRM stop print",
+		"break signals_done",
+		"continue", "continue", "continue", "continue", "continue",
+		"print usr1_count", "print alrm_count",
+		"continue")
+	if n := countMatches(out, `Program received signal SIGUSR1, User defined signal 1\.`); n != 2 {
+		t.Errorf("SIGUSR1 stops: %d, want 2", n)
+	}
+	if n := countMatches(out, `Program received signal SIGALRM, Alarm clock\.`); n != 2 {
+		t.Errorf("SIGALRM stops: %d, want 2", n)
+	}
+	mustContain(t, out, "Breakpoint 1, signals_done ()", "$1 = 2", "$2 = 2", "exited normally")
+	stub.waitExit(10 * time.Second)
+	mustContain(t, stub.output.String(), "usr1 2 alrm 2")
+}
+
+// processState returns the state letter of /proc/PID/stat.
+func processState(pid int) (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", fmt.Errorf("read stat of %d: %w", pid, err)
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return "", fmt.Errorf("malformed stat of %d: %q", pid, s)
+	}
+	return s[i+2 : i+3], nil
+}
+
+func TestAttachDetach(t *testing.T) {
+	stub := stubPath(t)
+	sleeper := buildProgram(t, "sleeper")
+	cmd := exec.Command(sleeper, "60")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatalf("stdout pipe: %v", err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start sleeper: %v", err)
+	}
+	pid := cmd.Process.Pid
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || !strings.Contains(line, fmt.Sprintf("sleeper pid %d", pid)) {
+		t.Fatalf("sleeper's first line %q, %v", line, err)
+	}
+	_ = stub
+	time.Sleep(300 * time.Millisecond) // let it tick
+	s := startStub(t, []string{"--once"}, "--attach", strconv.Itoa(pid))
+	out := runGDB(t, gdbSession{program: sleeper, commands: []string{
+		"target remote " + s.target(),
+		"info threads",
+		"backtrace",
+		"print ticks > 0",
+		"detach",
+	}})
+	mustContain(t, out, "in main (", "$1 = 1", "detached]")
+	if !s.waitExit(10 * time.Second) {
+		t.Errorf("stub did not exit after detach with --once")
+	}
+	// The sleeper keeps running: not a zombie, not stopped, ticks going.
+	time.Sleep(300 * time.Millisecond)
+	state, err := processState(pid)
+	if err != nil {
+		t.Fatalf("sleeper gone after detach: %v", err)
+	}
+	if state != "S" && state != "R" {
+		t.Errorf("sleeper state after detach %q, want S or R", state)
+	}
+	if err := syscall.Kill(pid, 0); err != nil {
+		t.Errorf("sleeper not alive after detach: %v", err)
+	}
+}
+
+func TestExtendedRemote(t *testing.T) {
+	stubPath(t)
+	demo := buildProgram(t, "demo")
+	s := startStub(t, []string{"--once", "--multi"})
+	out := runGDB(t, gdbSession{program: demo, commands: []string{
+		"target extended-remote " + s.target(),
+		"set remote exec-file " + demo,
+		"break demo_done",
+		"run",
+		"print call_count",
+		"kill",
+		"run",
+		"print call_count",
+		"kill",
+		"monitor exit",
+	}})
+	if n := countMatches(out, `Breakpoint 1, demo_done \(\)`); n != 2 {
+		t.Errorf("demo_done reached %d times, want 2 (one per run)", n)
+	}
+	mustContain(t, out, "$1 = 10", "$2 = 10")
+	if !s.waitExit(10 * time.Second) {
+		t.Errorf("stub did not exit after monitor exit")
+	}
+	if n := strings.Count(s.output.String(), "compute called 10 times"); n != 2 {
+		t.Errorf("program output seen %d times, want 2", n)
+	}
+}
+
+func TestVFileWithoutLocalProgram(t *testing.T) {
+	stubPath(t)
+	demo := buildProgram(t, "demo")
+	s := startStub(t, []string{"--once"}, demo)
+	out := runGDB(t, gdbSession{keepSysroot: true, commands: []string{
+		"target remote " + s.target(),
+		"info inferiors",
+		"break main",
+		"continue",
+		"print greeting",
+	}})
+	mustContain(t, out, "Reading "+demo+" from remote target",
+		"Breakpoint 1, main () at ", `"`+demoGreeting+`"`)
+}
+
+func TestMonitorCommands(t *testing.T) {
+	stubPath(t)
+	demo := buildProgram(t, "demo")
+	s := startStub(t, []string{"--once"}, demo)
+	out := runGDB(t, gdbSession{program: demo, commands: []string{
+		"target remote " + s.target(),
+		"monitor help",
+		"monitor exit",
+	}})
+	// GDB's testsuite recognises gdbserver-like stubs by these lines.
+	mustContain(t, out, "The following monitor commands are supported:", "exit")
+	if !s.waitExit(10 * time.Second) {
+		t.Errorf("stub still running 10s after monitor exit")
+	}
+}

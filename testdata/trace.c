@@ -1,0 +1,100 @@
+/* trace.c: a program for tracepoint tests.
+ *
+ * Usage: trace [ITERATIONS] (default 10).
+ *
+ * - globals: g_counter, g_array[10], g_record (a struct), g_string;
+ * - traced_function(n, rec, msg): n is worth a condition (n == 3, n % 2);
+ *   locals square and doubled;
+ * - a loop in main with counter i calling traced_function and asm_worker;
+ * - asm_worker(x), written in assembly, has global labels at a call
+ *   (at_call), a conditional jump (at_jcc) and a rip-relative add
+ *   (at_riprel), so gdb can `trace *at_call` etc. It returns
+ *   add_one(x) + (x < 5 ? 0 : 100) + rip_bias; main checks every result
+ *   against the same formula in C and prints "asm_worker results OK"
+ *   (or "MISMATCH"), then the sum of all results;
+ * - trace_done() is called last, a place to stop before exit. */
+#include <stdio.h>
+#include <stdlib.h>
+
+struct record {
+	int id;
+	long value;
+	char name[12];
+};
+
+int g_counter;
+int g_array[10];
+struct record g_record = { 7, 700, "seven" };
+char g_string[32] = "trace me";
+int rip_bias __attribute__((visibility("hidden"))) = 7;
+
+long asm_worker(long x);
+
+long add_one(long x)
+{
+	return x + 1;
+}
+
+__asm__(".text\n"
+	".globl asm_worker\n"
+	".type asm_worker, @function\n"
+	"asm_worker:\n\t"
+	"push %rbx\n\t"
+	"mov %rdi, %rbx\n"
+	".globl at_call\n"
+	"at_call:\n\t"
+	"call add_one\n\t"
+	"cmp $5, %rbx\n"
+	".globl at_jcc\n"
+	"at_jcc:\n\t"
+	"jl 1f\n\t"
+	"add $100, %rax\n"
+	"1:\n"
+	".globl at_riprel\n"
+	"at_riprel:\n\t"
+	"movslq rip_bias(%rip), %rdx\n\t"
+	"add %rdx, %rax\n\t"
+	"pop %rbx\n\t"
+	"ret\n"
+	".size asm_worker, .-asm_worker\n");
+
+int traced_function(int n, struct record *rec, const char *msg)
+{
+	int square = n * n;
+	int doubled = 2 * n;
+
+	g_counter++;
+	g_array[n % 10] = square;
+	rec->value = square + doubled;
+	return square + doubled + msg[0];
+}
+
+void trace_done(void)
+{
+}
+
+int main(int argc, char **argv)
+{
+	int iterations = 10;
+	long asm_sum = 0;
+	int ok = 1;
+	int i;
+
+	setvbuf(stdout, NULL, _IONBF, 0);
+	if (argc > 1)
+		iterations = atoi(argv[1]);
+	for (i = 0; i < iterations; i++) {
+		long r;
+
+		traced_function(i, &g_record, g_string);
+		r = asm_worker(i);
+		if (r != i + 1 + (i < 5 ? 0 : 100) + 7)
+			ok = 0;
+		asm_sum += r;
+	}
+	printf("asm_worker results %s\n", ok ? "OK" : "MISMATCH");
+	printf("asm_sum %ld\n", asm_sum);
+	printf("g_counter %d\n", g_counter);
+	trace_done();
+	return 0;
+}
