@@ -1,0 +1,33 @@
+// Package tracing is the trace experiment engine of the stub: the
+// tracepoint table, the trace state variables, the run state and status,
+// the trace buffer and the selected trace frame. It answers every packet
+// gdb's trace commands send (QTinit, QTDP, QTDPsrc, QTDV, QTStart, QTStop,
+// qTStatus, QTFrame, qTfP/qTsP, qTfV/qTsV, qTV, qTP, QTEnable/QTDisable,
+// QTBuffer, qTBuffer, QTNotes, QTro, QTDisconnected, qTMinFTPILen, QTSave,
+// qXfer:traceframe-info:read).
+//
+// How a tracepoint is hit is not this package's business: an Installer
+// (int3 traps in trapfallback, jump pads later) puts tracepoints into the
+// inferior and reports every hit with Engine.Hit and every while-stepping
+// step with Engine.Step. Those run on the ptrace thread while the packet
+// goroutine may be in HandlePacket; one mutex guards the engine's state,
+// and the engine never calls the Installer while holding it.
+//
+// Semantics follow gdbserver (gdbserver/tracepoint.cc) unless noted:
+//
+//   - A hit counts (qTP, passcount) only when the condition is true; a
+//     condition that cannot be evaluated stops the run with terror.
+//   - A tracepoint without while-stepping stops the run (tpasscount) on the
+//     hit that reaches its passcount; one with while-stepping stops after
+//     its last step. Unlike gdbserver, a hit whose condition is false does
+//     not start while-stepping.
+//   - A frame that does not fit a linear buffer stops the run (tfull) and
+//     is not stored; a circular buffer drops its oldest frames.
+//   - Memory that cannot be read at collection time is not recorded (a
+//     partial read keeps the bytes that could be read); register blocks
+//     record the tracepoint's address as the PC, like gdbserver's stop_pc.
+//   - M actions honour their base register (gdbserver ignores it).
+//   - Trace state variable 1 is $trace_timestamp, predefined, whose value
+//     is the wall-clock time in microseconds.
+//   - qTP answers in hex as the manual says (gdbserver answers decimal).
+package tracing

@@ -1,0 +1,196 @@
+package tracing
+
+import (
+	"encoding/hex"
+	"fmt"
+	"io"
+
+	"gotpstub/frames"
+	"gotpstub/tdesc"
+)
+
+// definitionLinesLocked returns the qTfP/qTsP replies: per location a T
+// line, its A and S action lines and its Z source lines, in the syntax
+// gdb's parse_tracepoint_definition reads.
+func (e *Engine) definitionLinesLocked() []string {
+	var lines []string
+	for _, tp := range e.tps {
+		ed := 'D'
+		if tp.Enabled {
+			ed = 'E'
+		}
+		t := fmt.Sprintf("T%x:%x:%c:%x:%x", tp.Num, tp.Addr, ed, tp.StepCount, tp.PassCount)
+		if tp.Fast {
+			t += fmt.Sprintf(":F%x", tp.FastLen)
+		} else if tp.Static {
+			t += ":S"
+		}
+		if tp.Cond != nil {
+			t += fmt.Sprintf(":X%x,%s", len(tp.Cond.Code), hex.EncodeToString(tp.Cond.Code))
+		}
+		lines = append(lines, t)
+		for _, a := range tp.Actions {
+			lines = append(lines, fmt.Sprintf("A%x:%x:%s", tp.Num, tp.Addr, a.Text))
+		}
+		for _, a := range tp.StepActions {
+			lines = append(lines, fmt.Sprintf("S%x:%x:%s", tp.Num, tp.Addr, a.Text))
+		}
+		for _, s := range tp.Sources {
+			lines = append(lines, fmt.Sprintf("Z%x:%x:%s:%x:%x:%s", tp.Num, tp.Addr, s.Type, s.Start, s.Len, hex.EncodeToString([]byte(s.Text))))
+		}
+	}
+	return lines
+}
+
+// tsvLinesLocked returns the qTfV/qTsV replies "n:initial:builtin:name".
+func (e *Engine) tsvLinesLocked() []string {
+	var lines []string
+	for _, v := range e.tsvs {
+		builtin := 0
+		if v.builtin {
+			builtin = 1
+		}
+		lines = append(lines, fmt.Sprintf("%x:%x:%x:%s", v.num, uint64(v.initial), builtin, hex.EncodeToString([]byte(v.name))))
+	}
+	return lines
+}
+
+// nextUpload pops the next reply of an upload sequence, "l" at the end.
+func nextUpload(lines *[]string) []byte {
+	if len(*lines) == 0 {
+		return []byte("l")
+	}
+	s := (*lines)[0]
+	*lines = (*lines)[1:]
+	return []byte(s)
+}
+
+func (e *Engine) qtfP() []byte {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.uploadTPs = e.definitionLinesLocked()
+	return nextUpload(&e.uploadTPs)
+}
+
+func (e *Engine) qtsP() []byte {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return nextUpload(&e.uploadTPs)
+}
+
+func (e *Engine) qtfV() []byte {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.uploadTSVs = e.tsvLinesLocked()
+	return nextUpload(&e.uploadTSVs)
+}
+
+func (e *Engine) qtsV() []byte {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return nextUpload(&e.uploadTSVs)
+}
+
+// WriteTFile writes the experiment as a trace file (what QTSave writes):
+// status, variables, tracepoint definitions and every frame.
+func (e *Engine) WriteTFile(w io.Writer) error {
+	e.mu.Lock()
+	h := frames.TFileHeader{
+		RegBlockSize: e.regBlockSize(),
+		Status:       e.statusLocked(),
+		TSVs:         e.tsvLinesLocked(),
+		Tracepoints:  e.definitionLinesLocked(),
+	}
+	usage := map[[2]uint64]string{}
+	for _, tp := range e.tps {
+		usage[[2]uint64{uint64(tp.Num), tp.Addr}] = fmt.Sprintf("V%x:%x", tp.Hits, tp.BytesUsed)
+	}
+	e.mu.Unlock()
+	h.TracepointStatus = func(num int, addr uint64) string { return usage[[2]uint64{uint64(num), addr}] }
+	if err := frames.WriteTFile(w, h, e.buf); err != nil {
+		return fmt.Errorf("writing the trace file: %w", err)
+	}
+	return nil
+}
+
+// FrameRegisters returns the selected frame's registers. Without an R
+// block only the PC is known: the address of the frame's tracepoint (its
+// first location), like gdbserver. ok is false when no frame is selected.
+func (e *Engine) FrameRegisters() (*tdesc.Regs, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.frame == nil || e.layout == nil {
+		return nil, false
+	}
+	regs := &tdesc.Regs{
+		Layout: e.layout,
+		Data:   make([]byte, e.layout.Size),
+		Valid:  make([]bool, len(e.layout.Regs)),
+	}
+	if block := e.frame.Registers(); block != nil {
+		copy(regs.Data, block)
+		for i := range regs.Valid {
+			regs.Valid[i] = true
+		}
+		return regs, true
+	}
+	if tp := e.firstTP(e.frame.TPNum); tp != nil && e.pcReg >= 0 {
+		i := e.regIndex[e.pcReg]
+		r := e.layout.Regs[i]
+		var pc [8]byte
+		putLE(pc[:], tp.Addr)
+		copy(regs.Data[r.Offset:r.Offset+min(r.Size, 8)], pc[:])
+		regs.Valid[i] = true
+	}
+	return regs, true
+}
+
+// FrameMemory reads memory in the selected frame: the bytes collected,
+// and inside QTro ranges the live memory. It returns how many bytes from
+// addr on are known; an error when none are.
+func (e *Engine) FrameMemory(addr uint64, buf []byte) (int, error) {
+	e.mu.Lock()
+	f, ro, live := e.frame, e.ro, e.live
+	e.mu.Unlock()
+	if f == nil {
+		return 0, fmt.Errorf("reading %#x: no trace frame selected", addr)
+	}
+	done := 0
+	for done < len(buf) {
+		a := addr + uint64(done)
+		if n := f.ReadMemory(a, buf[done:]); n > 0 {
+			done += n
+			continue
+		}
+		n := readOnlySpan(ro, a, len(buf)-done)
+		if n == 0 || live == nil {
+			break
+		}
+		got, _ := live.ReadMemory(a, buf[done:done+n])
+		done += got
+		if got < n {
+			break
+		}
+	}
+	if done == 0 {
+		return 0, fmt.Errorf("memory at %#x was not collected in trace frame %d", addr, f.Num)
+	}
+	return done, nil
+}
+
+// readOnlySpan returns how many of the n bytes at addr lie in one QTro
+// range (0 if addr is in none).
+func readOnlySpan(ro []roRange, addr uint64, n int) int {
+	for _, r := range ro {
+		if addr >= r.start && addr < r.end {
+			return int(min(uint64(n), r.end-addr))
+		}
+	}
+	return 0
+}
+
+func putLE(b []byte, v uint64) {
+	for i := range b {
+		b[i] = byte(v >> (8 * i))
+	}
+}
