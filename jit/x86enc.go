@@ -54,6 +54,7 @@ const (
 	condNE cond = 0x5
 	condBE cond = 0x6 // unsigned <=
 	condA  cond = 0x7 // unsigned >
+	condLE cond = 0xe // signed <=
 	condL  cond = 0xc // signed <
 	condGE cond = 0xd
 )
@@ -384,3 +385,6 @@ func (a *asm) patch8(field, target int) {
 
 // here patches a rel8 field to the current position.
 func (a *asm) here8(field int) { a.patch8(field, a.pos()) }
+
+// callReg emits CALL r64 (indirect).
+func (a *asm) callReg(r gpr) { a.opReg(false, []byte{0xff}, 2, r, false) }

@@ -86,6 +86,7 @@ func TestEncodeRegisterForms(t *testing.T) {
 	for _, x := range allGPRs {
 		name := fmt.Sprint("r", int(x))
 		checkInsn(t, "push "+name, emit(func(a *asm) { a.push(x) }), x86asm.PUSH, reg64(x))
+		checkInsn(t, "call "+name, emit(func(a *asm) { a.callReg(x) }), x86asm.CALL, reg64(x))
 		checkInsn(t, "pop "+name, emit(func(a *asm) { a.pop(x) }), x86asm.POP, reg64(x))
 		checkInsn(t, "neg", emit(func(a *asm) { a.neg(x) }), x86asm.NEG, reg64(x))
 		checkInsn(t, "not", emit(func(a *asm) { a.not(x) }), x86asm.NOT, reg64(x))
@@ -180,7 +181,7 @@ func TestEncodeMisc(t *testing.T) {
 
 func TestEncodeBranches(t *testing.T) {
 	conds := map[cond]x86asm.Op{condB: x86asm.JB, condAE: x86asm.JAE, condE: x86asm.JE, condNE: x86asm.JNE,
-		condBE: x86asm.JBE, condA: x86asm.JA, condL: x86asm.JL, condGE: x86asm.JGE}
+		condBE: x86asm.JBE, condLE: x86asm.JLE, condA: x86asm.JA, condL: x86asm.JL, condGE: x86asm.JGE}
 	for _, target := range []int{0, 3, 100, 5000, -4000} {
 		for c, op := range conds {
 			var a asm

@@ -1,0 +1,637 @@
+package jit
+
+import (
+	"fmt"
+
+	"gotpstub/agentexpr"
+)
+
+// amd64Backend compiles to x86-64 machine code (see the package doc for the
+// calling contract and register use).
+type amd64Backend struct{}
+
+// Register roles in generated amd64 code.
+const (
+	regTop  = rAX // cached top of the expression stack
+	regPad  = r12 // saved-register block (first argument)
+	regCtx  = r13 // context block (second argument)
+	regSave = r14 // rsp saved by the memory-read helper while it realigns
+	regAddr = rBX // collection helpers: address
+	regLen  = r15 // collection helpers: remaining length
+)
+
+// Frame layout below rbp: five callee-saved registers (rbx r12 r13 r14 r15)
+// at rbp-8..rbp-40, then scratch slots; rsp = rbp-frameSize, 16-aligned.
+const (
+	slotJumps   = -104 // backward jumps left
+	slotSave1   = -96  // helper spill
+	slotSave2   = -88  // helper spill
+	slotLocalIO = -80  // struct iovec local {base, len}
+	slotRemIO   = -64  // struct iovec remote {base, len}
+	slotValue   = -48  // destination of ref reads
+	frameSize   = 112
+	savedRegs   = 40
+)
+
+// Syscall number of process_vm_readv on x86-64 Linux.
+const sysProcessVMReadv = 310
+
+type jumpFix struct {
+	field  int // rel32 field
+	target int // insn index
+}
+
+type x86gen struct {
+	a       asm
+	e       *agentexpr.Expr
+	f       *flow
+	opts    Options
+	labels  []int // code offset of each insn
+	jumps   []jumpFix
+	errFix  map[int][]int // error code -> rel32 fields jumping to its stub
+	callFix map[string][]int
+	exitFix []int // jumps to the common exit
+}
+
+// Compile implements Backend.
+func (amd64Backend) Compile(e *agentexpr.Expr, opts Options) (*Code, error) {
+	f, fallback, err := analyze(e, opts)
+	if err != nil {
+		return nil, err
+	}
+	if fallback != "" {
+		return &Code{Arch: "amd64", Fallback: fallback}, nil
+	}
+	g := &x86gen{e: e, f: f, opts: opts, labels: make([]int, len(e.Insns)),
+		errFix: map[int][]int{}, callFix: map[string][]int{}}
+	if err := g.gen(); err != nil {
+		return nil, err
+	}
+	return &Code{
+		Arch:       "amd64",
+		Text:       g.a.buf,
+		RegsRead:   f.regs,
+		StackBytes: 8 + 8 + frameSize + 8*f.maxDepth + 8 + 16, // ret, rbp, frame, stack, helper call, realign
+	}, nil
+}
+
+func (g *x86gen) jccErr(c cond, code int) {
+	g.errFix[code] = append(g.errFix[code], g.a.jcc32(c))
+}
+
+func (g *x86gen) callHelper(name string) {
+	g.callFix[name] = append(g.callFix[name], g.a.call32())
+}
+
+// pushTop spills the cached top before a push when the stack is not empty.
+func (g *x86gen) pushTop(d int) {
+	if d >= 1 {
+		g.a.push(regTop)
+	}
+}
+
+// popTop reloads the cached top after the stack shrank to d entries.
+func (g *x86gen) popTop(d int) {
+	if d >= 1 {
+		g.a.pop(regTop)
+	}
+}
+
+func (g *x86gen) gen() error {
+	a := &g.a
+	// Prologue.
+	a.push(rBP)
+	a.movRR(rBP, rSP)
+	for _, r := range []gpr{rBX, r12, r13, r14, r15} {
+		a.push(r)
+	}
+	a.aluRI(aluSub, rSP, frameSize-savedRegs)
+	a.movRR(regPad, rDI)
+	a.movRR(regCtx, rSI)
+	a.aluRR32(aluXor, rAX, rAX)
+	a.store64(at(regCtx, CtxErr), rAX)
+	a.load64(rCX, at(regCtx, CtxJumpLimit))
+	a.movImm(rDX, DefaultJumpLimit)
+	a.testRR(rCX, rCX)
+	a.cmovcc(condE, rCX, rDX)
+	a.store64(at(rBP, slotJumps), rCX)
+
+	insns := g.e.Insns
+	for i := 0; i < len(insns); i++ {
+		g.labels[i] = a.pos()
+		d := g.f.depth[i]
+		if d < 0 {
+			continue // unreachable
+		}
+		in := insns[i]
+		// Fused compare-and-branch.
+		if !g.opts.NoFuse && i+1 < len(insns) && insns[i+1].Op == agentexpr.OpIfGoto && !g.f.isTarget[i+1] {
+			var c cond
+			fuse := true
+			switch in.Op {
+			case agentexpr.OpEqual:
+				c = condE
+			case agentexpr.OpLessSigned:
+				c = condL
+			case agentexpr.OpLessUnsigned:
+				c = condB
+			case agentexpr.OpLogNot:
+				c = condE
+			default:
+				fuse = false
+			}
+			if fuse {
+				if in.Op == agentexpr.OpLogNot {
+					a.testRR(regTop, regTop)
+					g.popTop(d - 1)
+				} else {
+					a.pop(rCX)
+					a.aluRR(aluCmp, rCX, regTop)
+					g.popTop(d - 2)
+				}
+				g.labels[i+1] = a.pos()
+				g.condJump(c, i+1)
+				i++
+				continue
+			}
+		}
+		if err := g.insn(i, in, d); err != nil {
+			return err
+		}
+	}
+	// Errors and exit.
+	exitErr := map[int]int{}
+	for _, code := range []int{ErrMemory, ErrDivZero, ErrFrameFull, ErrTSV, ErrCollect, ErrSteps} {
+		if len(g.errFix[code]) == 0 {
+			continue
+		}
+		exitErr[code] = a.pos()
+		a.movImm(rCX, uint64(code))
+		a.store64(at(regCtx, CtxErr), rCX)
+		a.aluRR32(aluXor, rAX, rAX)
+		g.exitFix = append(g.exitFix, a.jmp32())
+	}
+	exit := a.pos()
+	a.store64(at(regCtx, CtxResult), rAX)
+	a.lea(rSP, at(rBP, -savedRegs))
+	for _, r := range []gpr{r15, r14, r13, r12, rBX} {
+		a.pop(r)
+	}
+	a.pop(rBP)
+	a.ret()
+	helpers := map[string]int{}
+	for _, name := range []string{"ref1", "ref2", "ref4", "ref8", "collect", "collectStr", "readmem"} {
+		if name != "readmem" && len(g.callFix[name]) == 0 {
+			continue
+		}
+		if name == "readmem" && len(helpers) == 0 {
+			continue
+		}
+		helpers[name] = a.pos()
+		g.helper(name)
+	}
+	// The helpers may reference error stubs emitted above only through
+	// errFix recorded before the stubs were laid out; lay out any new ones.
+	for _, code := range []int{ErrMemory, ErrDivZero, ErrFrameFull, ErrTSV, ErrCollect, ErrSteps} {
+		if _, ok := exitErr[code]; ok || len(g.errFix[code]) == 0 {
+			continue
+		}
+		exitErr[code] = a.pos()
+		a.movImm(rCX, uint64(code))
+		a.store64(at(regCtx, CtxErr), rCX)
+		a.aluRR32(aluXor, rAX, rAX)
+		g.exitFix = append(g.exitFix, a.jmp32())
+	}
+	for code, fields := range g.errFix {
+		for _, fl := range fields {
+			a.patch32(fl, exitErr[code])
+		}
+	}
+	for _, fl := range g.exitFix {
+		a.patch32(fl, exit)
+	}
+	for name, fields := range g.callFix {
+		for _, fl := range fields {
+			a.patch32(fl, helpers[name])
+		}
+	}
+	for _, j := range g.jumps {
+		a.patch32(j.field, g.labels[j.target])
+	}
+	return nil
+}
+
+// insn emits the snippet of one instruction; d is the depth before it.
+func (g *x86gen) insn(i int, in agentexpr.Insn, d int) error {
+	a := &g.a
+	switch in.Op {
+	case agentexpr.OpAdd, agentexpr.OpSub, agentexpr.OpMul, agentexpr.OpBitAnd, agentexpr.OpBitOr,
+		agentexpr.OpBitXor, agentexpr.OpEqual, agentexpr.OpLessSigned, agentexpr.OpLessUnsigned:
+		a.pop(rCX) // rcx = next, rax = top; result = next OP top
+		switch in.Op {
+		case agentexpr.OpAdd:
+			a.aluRR(aluAdd, rAX, rCX)
+		case agentexpr.OpSub:
+			a.aluRR(aluSub, rCX, rAX)
+			a.movRR(rAX, rCX)
+		case agentexpr.OpMul:
+			a.imulRR(rAX, rCX)
+		case agentexpr.OpBitAnd:
+			a.aluRR(aluAnd, rAX, rCX)
+		case agentexpr.OpBitOr:
+			a.aluRR(aluOr, rAX, rCX)
+		case agentexpr.OpBitXor:
+			a.aluRR(aluXor, rAX, rCX)
+		default:
+			c := map[agentexpr.Op]cond{agentexpr.OpEqual: condE, agentexpr.OpLessSigned: condL, agentexpr.OpLessUnsigned: condB}[in.Op]
+			a.aluRR(aluCmp, rCX, rAX)
+			a.setcc(c, rAX)
+			a.movzxRR8(rAX, rAX)
+		}
+	case agentexpr.OpLsh, agentexpr.OpRshSigned, agentexpr.OpRshUnsigned:
+		a.pop(rDX)        // value
+		a.movRR(rCX, rAX) // count
+		a.movRR(rAX, rDX) // value
+		op := shiftShl
+		switch in.Op {
+		case agentexpr.OpRshSigned:
+			op = shiftSar
+			a.shiftImm(shiftSar, rDX, 63) // fill for counts >= 64
+		case agentexpr.OpRshUnsigned:
+			op = shiftShr
+			a.aluRR32(aluXor, rDX, rDX)
+		default:
+			a.aluRR32(aluXor, rDX, rDX)
+		}
+		a.shiftCL(op, rAX)
+		a.aluRI(aluCmp, rCX, 64)
+		a.cmovcc(condAE, rAX, rDX)
+	case agentexpr.OpDivSigned, agentexpr.OpRemSigned, agentexpr.OpDivUnsigned, agentexpr.OpRemUnsigned:
+		a.pop(rCX) // dividend; rax = divisor
+		a.testRR(rAX, rAX)
+		g.jccErr(condE, ErrDivZero)
+		rem := in.Op == agentexpr.OpRemSigned || in.Op == agentexpr.OpRemUnsigned
+		if in.Op == agentexpr.OpDivSigned || in.Op == agentexpr.OpRemSigned {
+			// x / -1 = -x (wrapping) and x % -1 = 0, without idiv's trap.
+			a.aluRI(aluCmp, rAX, -1)
+			normal := a.jcc8(condNE)
+			if rem {
+				a.aluRR32(aluXor, rAX, rAX)
+			} else {
+				a.movRR(rAX, rCX)
+				a.neg(rAX)
+			}
+			done := a.jmp8()
+			a.here8(normal)
+			a.movRR(r8, rAX)
+			a.movRR(rAX, rCX)
+			a.cqo()
+			a.idiv(r8)
+			if rem {
+				a.movRR(rAX, rDX)
+			}
+			a.here8(done)
+		} else {
+			a.movRR(r8, rAX)
+			a.movRR(rAX, rCX)
+			a.aluRR32(aluXor, rDX, rDX)
+			a.div(r8)
+			if rem {
+				a.movRR(rAX, rDX)
+			}
+		}
+	case agentexpr.OpLogNot:
+		a.testRR(rAX, rAX)
+		a.setcc(condE, rAX)
+		a.movzxRR8(rAX, rAX)
+	case agentexpr.OpBitNot:
+		a.not(rAX)
+	case agentexpr.OpExt:
+		if in.Imm < 64 {
+			s := uint8(64 - in.Imm)
+			a.shiftImm(shiftShl, rAX, s)
+			a.shiftImm(shiftSar, rAX, s)
+		}
+	case agentexpr.OpZeroExt:
+		switch {
+		case in.Imm >= 64:
+		case in.Imm == 0:
+			a.aluRR32(aluXor, rAX, rAX)
+		case in.Imm == 32:
+			a.movRR32(rAX, rAX)
+		default:
+			s := uint8(64 - in.Imm)
+			a.shiftImm(shiftShl, rAX, s)
+			a.shiftImm(shiftShr, rAX, s)
+		}
+	case agentexpr.OpRef8:
+		g.callHelper("ref1")
+	case agentexpr.OpRef16:
+		g.callHelper("ref2")
+	case agentexpr.OpRef32:
+		g.callHelper("ref4")
+	case agentexpr.OpRef64:
+		g.callHelper("ref8")
+	case agentexpr.OpIfGoto:
+		a.testRR(rAX, rAX)
+		g.popTop(d - 1)
+		g.condJump(condNE, i)
+	case agentexpr.OpGoto:
+		if g.f.target[i] <= i {
+			g.countJump()
+		}
+		g.jumps = append(g.jumps, jumpFix{a.jmp32(), g.f.target[i]})
+	case agentexpr.OpConst8, agentexpr.OpConst16, agentexpr.OpConst32, agentexpr.OpConst64:
+		g.pushTop(d)
+		a.movImm(rAX, in.Imm)
+	case agentexpr.OpReg:
+		g.pushTop(d)
+		a.load64(rAX, at(regPad, int32(8*in.Imm)))
+	case agentexpr.OpEnd:
+		if d == 0 {
+			a.aluRR32(aluXor, rAX, rAX)
+		}
+		g.exitFix = append(g.exitFix, a.jmp32())
+	case agentexpr.OpDup:
+		a.push(rAX)
+	case agentexpr.OpPop:
+		g.popTop(d - 1)
+	case agentexpr.OpPick:
+		a.push(rAX)
+		if in.Imm > 0 {
+			a.load64(rAX, at(rSP, int32(8*in.Imm)))
+		}
+	case agentexpr.OpSwap:
+		a.load64(rCX, at(rSP, 0))
+		a.store64(at(rSP, 0), rAX)
+		a.movRR(rAX, rCX)
+	case agentexpr.OpRot:
+		// a b c (c = rax, b = [rsp], a = [rsp+8]) -> c a b.
+		a.load64(rCX, at(rSP, 0))
+		a.load64(rDX, at(rSP, 8))
+		a.store64(at(rSP, 8), rAX)
+		a.store64(at(rSP, 0), rDX)
+		a.movRR(rAX, rCX)
+	case agentexpr.OpGetv:
+		g.pushTop(d)
+		g.tsvSlot(in.Imm)
+		a.load64(rAX, at(rCX, int32(8*in.Imm)))
+	case agentexpr.OpSetv:
+		// Like gdbserver, setting an unknown variable does nothing.
+		a.aluMI(aluCmp, at(regCtx, CtxNumTSVs), int32(in.Imm))
+		skip := a.jcc8(condBE)
+		a.load64(rCX, at(regCtx, CtxTSVs))
+		a.store64(at(rCX, int32(8*in.Imm)), rAX)
+		a.here8(skip)
+	case agentexpr.OpTracev:
+		a.aluMI(aluCmp, at(regCtx, CtxNumTSVs), int32(in.Imm))
+		g.jccErr(condBE, ErrCollect)
+		a.load64(rCX, at(regCtx, CtxTSVs))
+		a.load64(rSI, at(rCX, int32(8*in.Imm)))
+		a.load64(rDX, at(regCtx, CtxFrameUsed))
+		a.lea(rCX, at(rDX, 13))
+		a.aluRM(aluCmp, rCX, at(regCtx, CtxFrameCap))
+		g.jccErr(condA, ErrFrameFull)
+		a.aluRM(aluAdd, rDX, at(regCtx, CtxFrameBuf))
+		a.store8Imm(at(rDX, 0), BlockTSV)
+		a.store64(at(rDX, 5), rSI)
+		a.movImm(rSI, in.Imm)
+		a.store32(at(rDX, 1), rSI)
+		a.store64(at(regCtx, CtxFrameUsed), rCX)
+	case agentexpr.OpTraceQuick, agentexpr.OpTrace16:
+		a.push(rAX)
+		a.movRR(regAddr, rAX)
+		a.movImm(regLen, in.Imm)
+		g.callHelper("collect")
+		a.pop(rAX)
+	case agentexpr.OpTrace, agentexpr.OpTracenz:
+		a.movRR(regLen, rAX)
+		a.pop(regAddr)
+		if in.Op == agentexpr.OpTrace {
+			g.callHelper("collect")
+		} else {
+			g.callHelper("collectStr")
+		}
+		g.popTop(d - 2)
+	default:
+		return fmt.Errorf("jit: amd64: insn %d: opcode %s not supported", i, in.Op)
+	}
+	return nil
+}
+
+// condJump emits a conditional jump for the if_goto at insn i. A backward
+// jump is taken only while the jump budget lasts.
+func (g *x86gen) condJump(c cond, i int) {
+	a := &g.a
+	if g.f.target[i] > i {
+		g.jumps = append(g.jumps, jumpFix{a.jcc32(c), g.f.target[i]})
+		return
+	}
+	skip := a.jcc8(c ^ 1) // not taken
+	g.countJump()
+	g.jumps = append(g.jumps, jumpFix{a.jmp32(), g.f.target[i]})
+	a.here8(skip)
+}
+
+// countJump spends one unit of the backward-jump budget or fails.
+func (g *x86gen) countJump() {
+	a := &g.a
+	a.aluMI(aluSub, at(rBP, slotJumps), 1)
+	g.jccErr(condE, ErrSteps)
+}
+
+// tsvSlot checks variable n against CtxNumTSVs and leaves the array base
+// in rcx.
+func (g *x86gen) tsvSlot(n uint64) {
+	a := &g.a
+	a.aluMI(aluCmp, at(regCtx, CtxNumTSVs), int32(n))
+	g.jccErr(condBE, ErrTSV)
+	a.load64(rCX, at(regCtx, CtxTSVs))
+}
+
+// helper emits one out-of-line subroutine (entered with CALL).
+func (g *x86gen) helper(name string) {
+	a := &g.a
+	switch name {
+	case "ref1", "ref2", "ref4", "ref8":
+		size := int(name[3] - '0')
+		// In: rax = address. Out: rax = zero-extended value.
+		if g.opts.DirectLoads {
+			a.aluRM(aluCmp, rAX, at(regCtx, CtxDirectLo))
+			slow1 := a.jcc8(condB)
+			a.lea(rCX, at(rAX, int32(size)))
+			a.aluRR(aluCmp, rCX, rAX)
+			slow2 := a.jcc8(condB) // wrapped around
+			a.aluRM(aluCmp, rCX, at(regCtx, CtxDirectHi))
+			slow3 := a.jcc8(condA)
+			a.loadZX(rAX, at(rAX, 0), size)
+			a.ret()
+			a.here8(slow1)
+			a.here8(slow2)
+			a.here8(slow3)
+		}
+		a.lea(rDX, at(rBP, slotValue))
+		a.movImm(rCX, uint64(size))
+		g.callHelper("readmem")
+		a.aluRI(aluCmp, rAX, int32(size))
+		g.jccErr(condNE, ErrMemory)
+		a.loadZX(rAX, at(rBP, slotValue), size)
+		a.ret()
+	case "collect":
+		// In: rbx = address, r15 = length. Appends 'M' blocks of at most
+		// 65535 bytes each.
+		loop := a.pos()
+		a.testRR(regLen, regLen)
+		done := a.jcc32(condE)
+		a.movImm(rCX, 65535)
+		a.aluRR(aluCmp, regLen, rCX)
+		a.cmovcc(condB, rCX, regLen) // rcx = min(len, 65535)
+		a.store64(at(rBP, slotSave1), rCX)
+		a.load64(rDX, at(regCtx, CtxFrameUsed))
+		a.lea(rSI, mem{base: rDX, index: int(rCX), scale: 1, disp: 11})
+		a.aluRM(aluCmp, rSI, at(regCtx, CtxFrameCap))
+		full := a.jcc32(condA)
+		a.aluRM(aluAdd, rDX, at(regCtx, CtxFrameBuf))
+		a.store8Imm(at(rDX, 0), BlockMemory)
+		a.store64(at(rDX, 1), regAddr)
+		a.store16(at(rDX, 9), rCX)
+		a.lea(rDX, at(rDX, 11))
+		a.movRR(rAX, regAddr)
+		g.callHelper("readmem")
+		a.aluRM(aluCmp, rAX, at(rBP, slotSave1))
+		g.jccErr(condNE, ErrCollect)
+		a.load64(rCX, at(rBP, slotSave1))
+		a.load64(rDX, at(regCtx, CtxFrameUsed))
+		a.lea(rDX, mem{base: rDX, index: int(rCX), scale: 1, disp: 11})
+		a.store64(at(regCtx, CtxFrameUsed), rDX)
+		a.aluRR(aluAdd, regAddr, rCX)
+		a.aluRR(aluSub, regLen, rCX)
+		a.patch32(a.jmp32(), loop)
+		a.patch32(done, a.pos())
+		a.ret()
+		// The block does not fit: report unreadable memory if it is
+		// (the interpreter reads before it records), else frame full.
+		a.patch32(full, a.pos())
+		g.probe()
+		g.jccErr(condE, ErrFrameFull)
+		g.jccErr(condNE, ErrCollect)
+	case "collectStr":
+		// In: rbx = address, r15 = limit. Reads byte by byte (like
+		// gdbserver) up to and including the first NUL; one 'M' block per
+		// 65535 bytes.
+		loop := a.pos()
+		a.testRR(regLen, regLen)
+		done := a.jcc32(condE)
+		a.movImm(rCX, 65535)
+		a.aluRR(aluCmp, regLen, rCX)
+		a.cmovcc(condB, rCX, regLen)
+		a.store64(at(rBP, slotSave1), rCX) // chunk limit
+		a.aluRR32(aluXor, rAX, rAX)
+		a.store64(at(rBP, slotSave2), rAX) // bytes found so far
+		inner := a.pos()
+		// Read one byte at rbx+found into slotValue.
+		a.load64(rAX, at(rBP, slotSave2))
+		a.aluRR(aluAdd, rAX, regAddr)
+		a.lea(rDX, at(rBP, slotValue))
+		a.movImm(rCX, 1)
+		g.callHelper("readmem")
+		a.aluRI(aluCmp, rAX, 1)
+		g.jccErr(condNE, ErrMemory)
+		a.load64(rCX, at(rBP, slotSave2))
+		a.aluRI(aluAdd, rCX, 1)
+		a.store64(at(rBP, slotSave2), rCX)
+		a.loadZX(rAX, at(rBP, slotValue), 1)
+		a.testRR(rAX, rAX)
+		gotNul := a.jcc32(condE)
+		a.aluRM(aluCmp, rCX, at(rBP, slotSave1))
+		a.patch32(a.jcc32(condB), inner)
+		a.patch32(gotNul, a.pos())
+		// rcx = block length; zero flag from test/cmp is lost, recompute
+		// "NUL seen" later from the last byte.
+		a.load64(rDX, at(regCtx, CtxFrameUsed))
+		a.lea(rSI, mem{base: rDX, index: int(rCX), scale: 1, disp: 11})
+		a.aluRM(aluCmp, rSI, at(regCtx, CtxFrameCap))
+		g.jccErr(condA, ErrFrameFull)
+		a.store64(at(regCtx, CtxFrameUsed), rSI)
+		a.aluRM(aluAdd, rDX, at(regCtx, CtxFrameBuf))
+		a.store8Imm(at(rDX, 0), BlockMemory)
+		a.store64(at(rDX, 1), regAddr)
+		a.store16(at(rDX, 9), rCX)
+		a.lea(rDX, at(rDX, 11))
+		a.movRR(rAX, regAddr)
+		g.callHelper("readmem") // the bytes were readable a moment ago
+		a.load64(rCX, at(rBP, slotSave2))
+		a.aluRR(aluAdd, regAddr, rCX)
+		a.aluRR(aluSub, regLen, rCX)
+		// Stop after a NUL: the block's last byte.
+		a.loadZX(rAX, at(rBP, slotValue), 1)
+		a.testRR(rAX, rAX)
+		a.patch32(a.jcc32(condNE), loop)
+		a.patch32(done, a.pos())
+		a.ret()
+	case "readmem":
+		// In: rdx = destination, rax = source, rcx = length.
+		// Out: rax = bytes read or -errno. Clobbers the SysV caller-saved
+		// registers. Realigns rsp to 16 bytes around the call/syscall.
+		a.push(regSave)
+		a.movRR(regSave, rSP)
+		a.aluRI(aluAnd, rSP, -16)
+		a.load64(r8, at(regCtx, CtxReadMem))
+		a.testRR(r8, r8)
+		useFn := a.jcc8(condNE)
+		a.store64(at(rBP, slotLocalIO), rDX)
+		a.store64(at(rBP, slotLocalIO+8), rCX)
+		a.store64(at(rBP, slotRemIO), rAX)
+		a.store64(at(rBP, slotRemIO+8), rCX)
+		a.load64(rDI, at(regCtx, CtxPid))
+		a.lea(rSI, at(rBP, slotLocalIO))
+		a.movImm(rDX, 1)
+		a.lea(r10, at(rBP, slotRemIO))
+		a.movImm(r8, 1)
+		a.aluRR32(aluXor, r9, r9)
+		a.movImm(rAX, sysProcessVMReadv)
+		a.syscall()
+		out := a.jmp8()
+		a.here8(useFn)
+		a.movRR(rDI, regCtx)
+		a.movRR(rSI, rDX)
+		a.movRR(rDX, rAX)
+		a.callReg(r8)
+		a.here8(out)
+		a.movRR(rSP, regSave)
+		a.pop(regSave)
+		a.ret()
+	}
+}
+
+// probe checks whether the current collect chunk (rbx, length at
+// slotSave1) is readable, at most 8 bytes per read into slotValue. It leaves
+// ZF set if every byte was readable, clear otherwise.
+func (g *x86gen) probe() {
+	a := &g.a
+	a.aluRR32(aluXor, rAX, rAX)
+	a.store64(at(rBP, slotSave2), rAX) // bytes probed so far
+	loop := a.pos()
+	a.load64(rCX, at(rBP, slotSave1))
+	a.aluRM(aluSub, rCX, at(rBP, slotSave2)) // remaining; ZF if none
+	ok := a.jcc32(condE)
+	a.movImm(rDX, 8)
+	a.aluRR(aluCmp, rCX, rDX)
+	a.cmovcc(condA, rCX, rDX) // rcx = min(remaining, 8)
+	a.load64(rAX, at(rBP, slotSave2))
+	a.aluRR(aluAdd, rAX, regAddr)
+	a.lea(rDX, at(rBP, slotValue))
+	g.callHelper("readmem")
+	a.testRR(rAX, rAX)
+	bad := a.jcc32(condLE)
+	a.load64(rCX, at(rBP, slotSave2))
+	a.aluRR(aluAdd, rCX, rAX)
+	a.store64(at(rBP, slotSave2), rCX)
+	a.patch32(a.jmp32(), loop)
+	a.patch32(bad, a.pos())
+	a.testRR(rSP, rSP) // rsp != 0: ZF clear
+	end := a.jmp8()
+	a.patch32(ok, a.pos())
+	a.aluRR32(aluXor, rAX, rAX) // ZF set
+	a.here8(end)
+}
