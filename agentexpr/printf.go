@@ -27,11 +27,68 @@ type formatPiece struct {
 	bits    int  // integer argument width implied by the length modifier
 }
 
-// parseFormat splits a C printf format into pieces, accepting the
-// conversions the agent can print: d i u o x X c s p and %%, with flags,
-// numeric width and precision, and the length modifiers hh h l ll q j z Z t.
-// It rejects '*', floating-point, %n and wide conversions.
+// unescapeFormat processes the escape sequences GDB's format parser
+// accepts in agent printf formats (\\ \a \b \e \f \n \r \t \v \"): GDB
+// sends the format "just as it appears in C source". Like GDB it stops at an
+// unescaped double quote and rejects any other escape.
+func unescapeFormat(format string) (string, error) {
+	if strings.IndexByte(format, '\\') < 0 && strings.IndexByte(format, '"') < 0 {
+		return format, nil
+	}
+	var b strings.Builder
+	for i := 0; i < len(format); i++ {
+		c := format[i]
+		if c == '"' {
+			break
+		}
+		if c != '\\' {
+			b.WriteByte(c)
+			continue
+		}
+		i++
+		if i >= len(format) {
+			return "", fmt.Errorf("%w: format ends with a backslash", ErrBadFormat)
+		}
+		switch format[i] {
+		case '\\':
+			b.WriteByte('\\')
+		case 'a':
+			b.WriteByte('\a')
+		case 'b':
+			b.WriteByte('\b')
+		case 'e':
+			b.WriteByte(0x1b)
+		case 'f':
+			b.WriteByte('\f')
+		case 'n':
+			b.WriteByte('\n')
+		case 'r':
+			b.WriteByte('\r')
+		case 't':
+			b.WriteByte('\t')
+		case 'v':
+			b.WriteByte('\v')
+		case '"':
+			b.WriteByte('"')
+		default:
+			return "", fmt.Errorf("%w: unrecognized escape \\%c", ErrBadFormat, format[i])
+		}
+	}
+	return b.String(), nil
+}
+
+// parseFormat splits a C printf format into pieces after processing its
+// escapes, accepting what GDB's format parser (gdbsupport/format.cc) accepts
+// for the agent: flags "0-+ #", numeric width and precision, the length
+// modifiers h, l, ll and z, and the conversions d i u o x X c s p and %%,
+// with GDB's rules about which flags each conversion may carry. It rejects
+// '*', %n, floating-point and wide (%lc, %ls) conversions, as gdbserver does
+// (except %p, which this package prints like glibc).
 func parseFormat(format string) ([]formatPiece, error) {
+	format, err := unescapeFormat(format)
+	if err != nil {
+		return nil, err
+	}
 	var pieces []formatPiece
 	var lit strings.Builder
 	flush := func() {
@@ -68,8 +125,6 @@ func parseFormat(format string) ([]formatPiece, error) {
 				p.alt = true
 			case '0':
 				p.zero = true
-			case '\'':
-				// Thousands grouping: meaningless in the C locale.
 			default:
 				break flags
 			}
@@ -84,40 +139,69 @@ func parseFormat(format string) ([]formatPiece, error) {
 				return nil, fmt.Errorf("%w: precision in %q: %w", ErrBadFormat, format[start:], err)
 			}
 		}
-		wide := false
+		longs, short, size := 0, false, false
 		switch {
-		case strings.HasPrefix(format[i:], "hh"):
-			p.bits, i = 8, i+2
 		case strings.HasPrefix(format[i:], "ll"):
-			p.bits, i, wide = 64, i+2, true
-		case i < len(format) && format[i] == 'h':
-			p.bits, i = 16, i+1
-		case i < len(format) && format[i] == 'l':
-			p.bits, i, wide = 64, i+1, true
-		case i < len(format) && strings.IndexByte("qjzZt", format[i]) >= 0:
-			p.bits, i = 64, i+1
-		case i < len(format) && format[i] == 'L':
-			return nil, fmt.Errorf("%w: long double in %q", ErrBadFormat, format[start:])
+			longs, i = 2, i+2
+		case strings.HasPrefix(format[i:], "l"):
+			longs, i = 1, i+1
+		case strings.HasPrefix(format[i:], "h"):
+			short, i = true, i+1
+		case strings.HasPrefix(format[i:], "z"):
+			size, i = true, i+1
+		case strings.HasPrefix(format[i:], "L"):
+			return nil, fmt.Errorf("%w: long double in %q not supported", ErrBadFormat, format[start:])
 		}
 		if i >= len(format) {
-			return nil, fmt.Errorf("%w: incomplete conversion %q", ErrBadFormat, format[start:])
+			return nil, fmt.Errorf("%w: incomplete conversion %q at end of format", ErrBadFormat, format[start:])
 		}
 		p.conv = format[i]
 		i++
+		spec := format[start:i]
+		inappropriate := func() error {
+			return fmt.Errorf("%w: inappropriate modifiers in %q", ErrBadFormat, spec)
+		}
 		switch p.conv {
 		case 'd', 'i', 'u', 'o', 'x', 'X':
-		case 'c', 's':
-			if wide {
-				return nil, fmt.Errorf("%w: wide conversion %q not supported", ErrBadFormat, format[start:i])
+			if p.conv == 'u' && p.alt {
+				return nil, inappropriate()
+			}
+			if p.conv != 'd' && p.conv != 'i' && (p.space || p.plus) {
+				return nil, inappropriate()
+			}
+			switch {
+			case longs > 0 || size:
+				p.bits = 64
+			case short:
+				p.bits = 16
+			}
+		case 'c':
+			if longs > 0 {
+				return nil, fmt.Errorf("%w: wide character %q not supported", ErrBadFormat, spec)
+			}
+			if short || size || p.hasPrec || p.zero || p.space || p.plus {
+				return nil, inappropriate()
+			}
+		case 's':
+			if longs > 0 {
+				return nil, fmt.Errorf("%w: wide string %q not supported", ErrBadFormat, spec)
+			}
+			if short || size || p.zero || p.space || p.plus {
+				return nil, inappropriate()
 			}
 		case 'p':
+			if longs > 0 || short || size || p.hasPrec || p.alt || p.zero || p.space || p.plus {
+				return nil, inappropriate()
+			}
 			p.bits = 64
 		case '*':
-			return nil, fmt.Errorf("%w: '*' width or precision not supported in %q", ErrBadFormat, format[start:i])
+			return nil, fmt.Errorf("%w: '*' width or precision not supported in %q", ErrBadFormat, spec)
+		case 'n':
+			return nil, fmt.Errorf("%w: %%n not supported", ErrBadFormat)
 		case 'e', 'E', 'f', 'F', 'g', 'G', 'a', 'A':
-			return nil, fmt.Errorf("%w: floating-point conversion %q not supported", ErrBadFormat, format[start:i])
+			return nil, fmt.Errorf("%w: floating-point conversion %q not supported", ErrBadFormat, spec)
 		default:
-			return nil, fmt.Errorf("%w: conversion %q not supported", ErrBadFormat, format[start:i])
+			return nil, fmt.Errorf("%w: unrecognized conversion %q", ErrBadFormat, spec)
 		}
 		flush()
 		pieces = append(pieces, p)
