@@ -132,17 +132,19 @@ func (e *Engine) qtDP(s string) []byte {
 		return errorReply(fmt.Errorf("QTDP: tracepoint number %d cannot be recorded in a trace frame", h.num))
 	}
 	e.mu.Lock()
-	if e.findTP(h.num, h.addr) != nil {
-		e.mu.Unlock()
-		return errorReply(fmt.Errorf("QTDP: tracepoint %d at %#x already exists", h.num, h.addr))
+	tp := e.findTP(h.num, h.addr)
+	if tp == nil {
+		tp = &Tracepoint{Num: h.num, Addr: h.addr}
+		e.tps = append(e.tps, tp)
 	}
-	tp := &Tracepoint{
-		Num: h.num, Addr: h.addr, Enabled: h.enabled,
-		StepCount: h.stepCount, PassCount: h.passCount,
-		Fast: h.fast, FastLen: h.fastLen, Static: h.static, Cond: h.cond,
-	}
-	e.tps = append(e.tps, tp)
-	install := e.running && !h.more && tp.Enabled
+	// A known location is redefined in place: gdb downloads a running
+	// experiment's locations again when it re-sets breakpoints (a shared
+	// library loaded). gdbserver answers E01 there, which makes gdb fail
+	// the command that loaded the library.
+	tp.Enabled, tp.StepCount, tp.PassCount = h.enabled, h.stepCount, h.passCount
+	tp.Fast, tp.FastLen, tp.Static, tp.Cond = h.fast, h.fastLen, h.static, h.cond
+	tp.Actions, tp.StepActions, tp.Sources, tp.stepping = nil, nil, nil, false
+	install := e.running && !h.more && tp.Enabled && !tp.installed
 	e.mu.Unlock()
 	if install {
 		return e.installDuringRun(tp)
@@ -206,13 +208,13 @@ func (e *Engine) installDuringRun(tp *Tracepoint) []byte {
 		return e.dropTP(tp, err)
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	if !e.running {
+	running := e.running
+	tp.installed = running
+	e.mu.Unlock()
+	if !running {
 		// The run stopped meanwhile: take it out again.
-		go func() { _ = inst.Remove(tp) }()
-		return replyOK
+		_ = inst.Remove(tp)
 	}
-	tp.installed = true
 	return replyOK
 }
 
