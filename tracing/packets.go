@@ -346,6 +346,7 @@ func (e *Engine) qtStart() []byte {
 		tp.installed = true
 	}
 	e.running = true
+	e.frame = nil
 	e.stopReason, e.stopTP, e.stopError = "", 0, ""
 	e.startTime, e.stopTime = e.now().UnixMicro(), 0
 	return replyOK

@@ -357,6 +357,9 @@ func FuzzHandlePacket(f *testing.F) {
 	}
 	p := newProgram()
 	f.Fuzz(func(t *testing.T, packet string) {
+		if strings.HasPrefix(packet, "QTSave") {
+			return // would write files anywhere
+		}
 		e := NewEngine(Config{Layout: p.layout, Live: p.mem, Installer: newFakeInstaller()})
 		mustOK(t, e, "QTinit", "QTDP:1:"+hexAddr(addrWork)+":E:1:0", "QTDP:-1:"+hexAddr(addrWork)+":R1M6,fffffffffffffffc,4", "QTStart")
 		tp := findTracepoint(t, e, 1)
@@ -372,5 +375,39 @@ func FuzzHandlePacket(f *testing.F) {
 		e.FrameRegisters()
 		e.FrameMemory(addrBuf, make([]byte, 16))
 		e.HandlePacket([]byte("qTStatus"))
+	})
+}
+
+func FuzzParseActions(f *testing.F) {
+	for _, x := range readSession(f, "gdb13-gdbserver-session.txt") {
+		if strings.HasPrefix(x.packet, "QTDP:-") {
+			parts := strings.SplitN(x.packet, ":", 4)
+			f.Add(parts[3])
+		}
+	}
+	f.Add("SR1M-1,10,4X3,26000627-")
+	e := NewEngine(Config{Layout: newProgram().layout})
+	f.Fuzz(func(t *testing.T, s string) {
+		acts, stepping, more, err := e.parseActions(s)
+		if err != nil {
+			return
+		}
+		// The actions' texts are the packet, split.
+		var b strings.Builder
+		if stepping {
+			b.WriteString("S")
+		}
+		for _, a := range acts {
+			if a.Text == "" {
+				t.Fatalf("empty action text in %q", s)
+			}
+			b.WriteString(a.Text)
+		}
+		if more {
+			b.WriteString("-")
+		}
+		if b.String() != s {
+			t.Fatalf("actions %q do not rebuild %q", b.String(), s)
+		}
 	})
 }
