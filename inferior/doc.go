@@ -1,0 +1,47 @@
+// Package inferior controls a debugged Linux process with ptrace: launch
+// or attach, threads, registers, memory, software and hardware
+// breakpoints, watchpoints, all-stop resumption and stop reporting, and
+// the stub's own "internal traps" used by tracepoints.
+//
+// # Threading model
+//
+// The kernel ties a tracee to the tracer *thread*, so one goroutine,
+// locked to its OS thread for its whole life, makes every ptrace call and
+// forks launched programs. Public methods marshal closures onto it and
+// wait for the answer; a method called from that goroutine itself (from a
+// trap hook) runs directly. Interrupt and Kill signal the process directly
+// and are safe from any goroutine at any time.
+//
+// The ptrace goroutine learns about tracee state changes from SIGCHLD
+// (os/signal) and collects them with wait4(-1, __WALL|__WNOTHREAD|WNOHANG):
+// __WNOTHREAD limits the wait to children of that thread, which are
+// exactly our tracees, so the stub's other children (started with os/exec)
+// are never reaped by mistake.
+//
+// # All-stop
+//
+// Resume applies vCont-style actions; Wait blocks until one thread has a
+// reportable event, then stops every other thread (SIGSTOP, swallowed when
+// it arrives) before returning. Events that turn up while stopping the
+// others stay queued and are reported by later Waits, one per call, as
+// gdbserver does; while any event is queued Resume resumes nothing, so the
+// next Wait reports it at once.
+//
+// # Breakpoints
+//
+// Software breakpoints are int3 bytes whose original byte is shadowed:
+// ReadMemory shows the original bytes and WriteMemory updates the shadow.
+// A thread stopped at an int3 of ours has its pc rewound to the
+// breakpoint, and resuming a thread that sits on one first steps it over
+// alone (remove, single-step, reinsert). Hardware breakpoints and
+// watchpoints use DR0-DR3/DR7, written into every thread, and DR6 tells
+// which one fired.
+//
+// # Internal traps
+//
+// InsertInternalTrap plants an int3 owned by the stub (tracepoints). When a
+// thread hits one, only that thread stops: the hook set with SetTrapHook
+// runs on the ptrace goroutine with a *Stopped handle, and the thread
+// continues silently unless the hook asks for a report or gdb has a
+// breakpoint at the same address.
+package inferior

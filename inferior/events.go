@@ -1,0 +1,744 @@
+package inferior
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// anyRunning reports whether some thread is (or may be) executing.
+func (p *Process) anyRunning() bool {
+	for _, t := range p.threads {
+		if !t.stopped && !t.zombie {
+			return true
+		}
+	}
+	return false
+}
+
+// drain collects every status change available without blocking.
+func (p *Process) drain() {
+	for {
+		wpid, ws, err := wait4(-1, unix.WNOHANG)
+		if err != nil || wpid <= 0 {
+			return
+		}
+		p.handleStatus(wpid, ws)
+	}
+}
+
+// handleStatus processes one wait status.
+func (p *Process) handleStatus(tid int, ws unix.WaitStatus) {
+	t := p.threads[tid]
+	if t == nil {
+		if ws.Stopped() {
+			// A new thread's first stop can precede its creator's clone
+			// event: remember it.
+			p.orphans[tid] = true
+		}
+		return
+	}
+	switch {
+	case ws.Exited() || ws.Signaled():
+		p.threadGone(t)
+		if tid == p.pid {
+			// The leader's status comes last: the whole process is gone.
+			ev := StopEvent{Kind: Exited, Tid: p.pid, ExitCode: ws.ExitStatus()}
+			if ws.Signaled() {
+				ev = StopEvent{Kind: Killed, Tid: p.pid, Signal: int(ws.Signal())}
+			}
+			p.setExited(ev)
+		}
+	case ws.Stopped():
+		t.stopped = true
+		p.handleStop(t, ws)
+	}
+}
+
+// threadGone forgets an exited thread and its queued events.
+func (p *Process) threadGone(t *thread) {
+	delete(p.threads, t.tid)
+	kept := p.pending[:0]
+	for _, ev := range p.pending {
+		if ev.Tid != t.tid {
+			kept = append(kept, ev)
+		}
+	}
+	p.pending = kept
+	p.updateTids()
+}
+
+// setExited records the end of the process.
+func (p *Process) setExited(ev StopEvent) {
+	if p.exitEvent == nil {
+		p.exitEvent = &ev
+	}
+	p.pending = nil
+	for tid := range p.threads {
+		delete(p.threads, tid)
+	}
+	p.updateTids()
+	p.runningFlag.Store(false)
+}
+
+// queue records a reportable event; the thread stays stopped.
+func (p *Process) queue(ev StopEvent) {
+	p.pending = append(p.pending, ev)
+}
+
+func (p *Process) hasPending(tid int) bool {
+	for _, ev := range p.pending {
+		if ev.Tid == tid {
+			return true
+		}
+	}
+	return false
+}
+
+// resumeThread lets a stopped thread run again as it was last resumed,
+// unless a stop of every thread is in progress or it has an event queued.
+func (p *Process) resumeThread(t *thread) {
+	if p.stopping || !t.stopped || !t.resumed || p.hasPending(t.tid) || p.exitEvent != nil {
+		return
+	}
+	if err := p.rawResume(t, t.step, t.sig); err == nil {
+		t.sig = 0
+	}
+}
+
+// rawResume continues or steps t with sig, writing stale debug registers
+// first.
+func (p *Process) rawResume(t *thread, step bool, sig int) error {
+	if t.drGen != p.drGen {
+		if err := p.writeDebugRegs(t); err == nil {
+			t.drGen = p.drGen
+		}
+	}
+	var err error
+	if step {
+		err = ptraceStep(t.tid, sig)
+	} else {
+		err = ptraceCont(t.tid, sig)
+	}
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			// Gone (being killed): its exit status will come.
+			t.stopped = false
+			return err
+		}
+		return fmt.Errorf("resuming thread %d: %w", t.tid, err)
+	}
+	t.stopped = false
+	return nil
+}
+
+// handleStop processes a ptrace-stop of t.
+func (p *Process) handleStop(t *thread, ws unix.WaitStatus) {
+	sig := ws.StopSignal()
+	switch {
+	case sig == unix.SIGTRAP && ws.TrapCause() != 0:
+		p.handleEvent(t, ws.TrapCause())
+	case sig == unix.SIGTRAP|0x80:
+		// A syscall stop (we never ask for them): carry on.
+		p.resumeThread(t)
+	case sig == unix.SIGSTOP && p.takeInterrupt(t):
+		if t.sigstopExpected {
+			// Our stop request and the interrupt merged into one.
+			t.sigstopExpected = false
+			p.resumeThread(t)
+			return
+		}
+		p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(unix.SIGINT)})
+	case sig == unix.SIGSTOP && t.sigstopExpected:
+		t.sigstopExpected = false
+		if t.drGen != p.drGen {
+			if err := p.writeDebugRegs(t); err == nil {
+				t.drGen = p.drGen
+			}
+		}
+		p.resumeThread(t)
+	case sig == unix.SIGTRAP:
+		p.handleTrap(t)
+	default:
+		p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(sig)})
+	}
+}
+
+// takeInterrupt reports whether t's SIGSTOP is the one Interrupt sent,
+// and consumes it.
+func (p *Process) takeInterrupt(t *thread) bool {
+	p.intrMu.Lock()
+	defer p.intrMu.Unlock()
+	if p.intrTid == t.tid {
+		p.intrTid = 0
+		return true
+	}
+	return false
+}
+
+// handleEvent processes a PTRACE_EVENT stop.
+func (p *Process) handleEvent(t *thread, event int) {
+	switch event {
+	case unix.PTRACE_EVENT_CLONE:
+		msg, err := unix.PtraceGetEventMsg(t.tid)
+		if err == nil {
+			nt := &thread{tid: int(msg), resumed: t.resumed, sigstopExpected: true}
+			if p.orphans[nt.tid] {
+				delete(p.orphans, nt.tid)
+				nt.stopped, nt.sigstopExpected = true, false
+			}
+			p.threads[nt.tid] = nt
+			p.updateTids()
+			if nt.stopped {
+				if err := p.writeDebugRegs(nt); err == nil {
+					nt.drGen = p.drGen
+				}
+				p.resumeThread(nt)
+			}
+		}
+		p.resumeThread(t)
+	case unix.PTRACE_EVENT_EXEC:
+		p.onExec(t)
+	default:
+		p.resumeThread(t)
+	}
+}
+
+// onExec resets the state an execve destroyed and queues the exec stop.
+func (p *Process) onExec(t *thread) {
+	// The execing thread now has the leader's tid; every other thread is
+	// gone.
+	for tid := range p.threads {
+		if tid != t.tid {
+			delete(p.threads, tid)
+		}
+	}
+	p.pending = nil
+	p.swbps = map[uint64]*swBreakpoint{}
+	p.debugRegs = debugRegisters{} // the kernel flushes them on exec
+	p.drGen++
+	t.drGen = p.drGen
+	p.updateTids()
+	_ = p.openMem()
+	p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(unix.SIGTRAP), Exec: true})
+}
+
+// handleTrap classifies a SIGTRAP: our int3, a debug-register hit, the end
+// of a single-step, or a plain SIGTRAP.
+func (p *Process) handleTrap(t *thread) {
+	si, err := getSiginfo(t.tid)
+	if err != nil {
+		p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(unix.SIGTRAP)})
+		return
+	}
+	if ev, ok := p.debugRegStop(t, si); ok {
+		p.queue(ev)
+		return
+	}
+	if si.Code == siKernel || si.Code == trapBrkpt {
+		pc, err := getPC(t.tid)
+		if err == nil {
+			if bp := p.swbps[pc-1]; bp != nil && bp.inserted {
+				_ = setPC(t.tid, pc-1)
+				p.breakpointHit(t, bp)
+				return
+			}
+		}
+	}
+	p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(unix.SIGTRAP)})
+}
+
+// breakpointHit handles t stopped at one of our int3s (pc already rewound).
+func (p *Process) breakpointHit(t *thread, bp *swBreakpoint) {
+	trapEv := StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(unix.SIGTRAP), Reason: "swbreak"}
+	if !bp.internal || p.hook == nil || p.inHook {
+		if !bp.user {
+			trapEv.Reason = ""
+		}
+		p.queue(trapEv)
+		return
+	}
+	st := &Stopped{p: p, t: t, addr: bp.addr}
+	p.inHook = true
+	action := p.hook(st)
+	p.inHook = false
+	if p.threads[t.tid] != t || p.exitEvent != nil {
+		return // the thread vanished during the hook
+	}
+	pc, err := getPC(t.tid)
+	if err != nil {
+		return
+	}
+	cur := p.swbps[bp.addr]
+	userHere := cur != nil && cur.user && cur.inserted
+	switch {
+	case userHere && pc == bp.addr:
+		p.queue(trapEv)
+	case action == TrapReport:
+		if !userHere || pc != bp.addr {
+			trapEv.Reason = ""
+		}
+		p.queue(trapEv)
+	default:
+		if pc == bp.addr && cur != nil && cur.inserted {
+			if err := p.stepOverBreakpoint(t, cur, 0); err != nil {
+				return
+			}
+			if !t.stopped || p.hasPending(t.tid) {
+				return
+			}
+		}
+		if t.step {
+			// gdb's single-step ended inside the trap's handling.
+			p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(unix.SIGTRAP)})
+			return
+		}
+		p.resumeThread(t)
+	}
+}
+
+// stopAll stops every thread (SIGSTOP, swallowed on arrival) and waits
+// until each is in a ptrace-stop or gone.
+func (p *Process) stopAll() {
+	p.stopping = true
+	defer func() { p.stopping = false }()
+	for _, t := range p.threads {
+		if !t.stopped && !t.zombie && !t.sigstopExpected {
+			if err := unix.Tgkill(p.pid, t.tid, unix.SIGSTOP); err == nil {
+				t.sigstopExpected = true
+			}
+		}
+	}
+	deadline := time.Now().Add(20 * time.Millisecond)
+	for p.anyRunning() && p.exitEvent == nil {
+		wpid, ws, err := wait4(-1, unix.WNOHANG)
+		if err != nil {
+			if errors.Is(err, unix.ECHILD) {
+				// Nothing left to wait for: everything is gone.
+				for _, t := range p.threads {
+					t.zombie = true
+				}
+				return
+			}
+			return
+		}
+		if wpid > 0 {
+			p.handleStatus(wpid, ws)
+			continue
+		}
+		select {
+		case <-p.sigchld:
+		case <-time.After(5 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			// A thread that never stops may be a zombie (an exited
+			// leader waiting for the others) or already dead.
+			for _, t := range p.threads {
+				if !t.stopped && threadState(p.pid, t.tid) != 'R' && threadState(p.pid, t.tid) != 'S' &&
+					threadState(p.pid, t.tid) != 'D' && threadState(p.pid, t.tid) != 't' && threadState(p.pid, t.tid) != 'T' {
+					t.zombie = true
+				}
+			}
+			p.updateTids()
+			deadline = time.Now().Add(20 * time.Millisecond)
+		}
+	}
+}
+
+// threadState returns the state letter of /proc/PID/task/TID/stat, or 'X'
+// when the thread is gone.
+func threadState(pid, tid int) byte {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
+	if err != nil {
+		return 'X'
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return 'X'
+	}
+	return s[i+2]
+}
+
+// serviceWaiter answers a pending Wait when there is something to report.
+func (p *Process) serviceWaiter() {
+	if p.waiter == nil {
+		return
+	}
+	var ev StopEvent
+	switch {
+	case p.exitEvent != nil:
+		ev = *p.exitEvent
+	default:
+		p.dropStaleEvents()
+		if len(p.pending) == 0 {
+			if p.anyResumed() {
+				return
+			}
+			ev = StopEvent{Kind: NoResumed}
+		} else {
+			p.stopAll()
+			if p.exitEvent != nil {
+				ev = *p.exitEvent
+				break
+			}
+			p.dropStaleEvents()
+			if len(p.pending) == 0 {
+				// Every queued event went stale while stopping: run on.
+				for _, t := range p.threads {
+					p.resumeThread(t)
+				}
+				return
+			}
+			ev = p.pending[0]
+			p.pending = p.pending[1:]
+			for _, t := range p.threads {
+				t.resumed = false
+			}
+			p.consumeInterrupt()
+		}
+	}
+	p.runningFlag.Store(false)
+	p.waiter <- waitResult{ev: ev}
+	p.waiter = nil
+}
+
+func (p *Process) anyResumed() bool {
+	for _, t := range p.threads {
+		if t.resumed && !t.zombie {
+			return true
+		}
+	}
+	return false
+}
+
+// consumeInterrupt turns an interrupt SIGSTOP still in flight into an
+// expected one, so it is swallowed instead of reported later.
+func (p *Process) consumeInterrupt() {
+	p.intrMu.Lock()
+	defer p.intrMu.Unlock()
+	if p.intrTid != 0 {
+		if t := p.threads[p.intrTid]; t != nil {
+			t.sigstopExpected = true
+		}
+		p.intrTid = 0
+	}
+}
+
+// dropStaleEvents discards queued breakpoint stops whose breakpoint gdb
+// removed meanwhile; those threads simply run on when resumed.
+func (p *Process) dropStaleEvents() {
+	kept := p.pending[:0]
+	for _, ev := range p.pending {
+		if ev.Reason == "swbreak" {
+			pc, err := getPC(ev.Tid)
+			if err == nil {
+				if bp := p.swbps[pc]; bp == nil || !bp.user {
+					continue
+				}
+			}
+		}
+		kept = append(kept, ev)
+	}
+	p.pending = kept
+}
+
+// Wait blocks until a resumed thread has a reportable event and returns
+// it with every thread stopped (all-stop). It returns Exited or Killed
+// once the process is gone, and NoResumed when no thread was resumed.
+// Events beyond the first stay queued for later Waits.
+func (p *Process) Wait() (StopEvent, error) {
+	ch := make(chan waitResult, 1)
+	err := p.do(func() error {
+		if p.waiter != nil {
+			return errors.New("inferior: concurrent Wait")
+		}
+		p.waiter = ch
+		return nil
+	})
+	if err != nil {
+		return StopEvent{}, err
+	}
+	select {
+	case r := <-ch:
+		return r.ev, r.err
+	case <-p.done:
+		select {
+		case r := <-ch:
+			return r.ev, r.err
+		default:
+			return StopEvent{}, ErrClosed
+		}
+	}
+}
+
+// Resume resumes threads with vCont semantics: each thread takes the
+// first action that names it (Tid -1 names every thread not named
+// earlier); threads no action names stay stopped. A thread sitting on one
+// of our int3s is first stepped over it alone. When events are still
+// queued nothing is resumed and the next Wait reports one at once.
+func (p *Process) Resume(actions []Action) error {
+	return p.do(func() error { return p.resume(actions) })
+}
+
+func (p *Process) resume(actions []Action) error {
+	if p.exitEvent != nil {
+		return ErrExited
+	}
+	for _, a := range actions {
+		if a.Tid > 0 && p.threads[a.Tid] == nil {
+			return fmt.Errorf("resume: thread %d: %w", a.Tid, ErrNoThread)
+		}
+	}
+	tids := make([]int, 0, len(p.threads))
+	for tid := range p.threads {
+		tids = append(tids, tid)
+	}
+	sort.Ints(tids)
+	var toRun []*thread
+	for _, tid := range tids {
+		t := p.threads[tid]
+		t.resumed, t.step, t.sig = false, false, 0
+		for _, a := range actions {
+			if a.Tid != tid && a.Tid != -1 && a.Tid != 0 {
+				continue
+			}
+			if !a.Stop && !t.zombie {
+				t.resumed, t.step, t.sig = true, a.Step, a.Signal
+				toRun = append(toRun, t)
+			}
+			break
+		}
+	}
+	if len(toRun) == 0 {
+		return nil
+	}
+	p.runningFlag.Store(true)
+	p.dropStaleEvents()
+	if len(p.pending) > 0 {
+		return nil
+	}
+	// Step threads off our breakpoints one at a time, the others stopped.
+	for _, t := range toRun {
+		if !t.stopped {
+			continue
+		}
+		pc, err := getPC(t.tid)
+		if err != nil {
+			continue
+		}
+		bp := p.swbps[pc]
+		if bp == nil || !bp.inserted {
+			continue
+		}
+		sig := t.sig
+		t.sig = 0
+		if err := p.stepOverBreakpoint(t, bp, sig); err != nil {
+			return fmt.Errorf("resume: stepping thread %d over the breakpoint at %#x: %w", t.tid, pc, err)
+		}
+		if p.threads[t.tid] == t && t.step && !p.hasPending(t.tid) {
+			// The step over the breakpoint was the step gdb asked for.
+			p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(unix.SIGTRAP)})
+		}
+		if p.exitEvent != nil {
+			return nil
+		}
+	}
+	if len(p.pending) > 0 {
+		return nil
+	}
+	for _, t := range toRun {
+		if p.threads[t.tid] != t || !t.stopped {
+			continue
+		}
+		if err := p.rawResume(t, t.step, t.sig); err != nil {
+			if errors.Is(err, unix.ESRCH) {
+				continue
+			}
+			return fmt.Errorf("resume: %w", err)
+		}
+		t.sig = 0
+	}
+	return nil
+}
+
+// stepOverBreakpoint removes bp, single-steps t alone (delivering sig),
+// and puts bp back. Any event the step produced other than its own trap
+// is queued.
+func (p *Process) stepOverBreakpoint(t *thread, bp *swBreakpoint, sig int) error {
+	if err := p.pokeByte(bp.addr, bp.orig); err != nil {
+		return err
+	}
+	bp.inserted = false
+	_, err := p.stepThread(t, sig)
+	if cur := p.swbps[bp.addr]; cur == bp && p.exitEvent == nil {
+		if ierr := p.pokeByte(bp.addr, 0xcc); ierr == nil {
+			bp.inserted = true
+		} else if err == nil {
+			err = ierr
+		}
+	}
+	return err
+}
+
+// stepThread single-steps t alone and waits for the step to finish. It
+// returns true when the step completed; a signal that arrived instead is
+// queued as an event (and false returned); the thread's exit is recorded.
+func (p *Process) stepThread(t *thread, sig int) (bool, error) {
+	if err := p.rawResume(t, true, sig); err != nil {
+		return false, err
+	}
+	for {
+		_, ws, err := wait4(t.tid, 0)
+		if err != nil {
+			if errors.Is(err, unix.ECHILD) {
+				p.threadGone(t)
+				return false, fmt.Errorf("thread %d: %w", t.tid, ErrNoThread)
+			}
+			return false, fmt.Errorf("waiting for thread %d: %w", t.tid, err)
+		}
+		if ws.Exited() || ws.Signaled() {
+			p.handleStatus(t.tid, ws)
+			return false, fmt.Errorf("thread %d exited while stepping: %w", t.tid, ErrNoThread)
+		}
+		if !ws.Stopped() {
+			continue
+		}
+		t.stopped = true
+		s := ws.StopSignal()
+		switch {
+		case s == unix.SIGSTOP && (t.sigstopExpected || p.takeInterrupt(t)):
+			if t.sigstopExpected {
+				t.sigstopExpected = false
+			} else {
+				p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(unix.SIGINT)})
+				return false, nil
+			}
+		case s == unix.SIGTRAP && ws.TrapCause() == unix.PTRACE_EVENT_CLONE:
+			saved := p.stopping
+			p.stopping = true // keep the new thread stopped for now
+			p.handleEvent(t, unix.PTRACE_EVENT_CLONE)
+			p.stopping = saved
+		case s == unix.SIGTRAP && ws.TrapCause() == unix.PTRACE_EVENT_EXEC:
+			p.onExec(t)
+			return false, nil
+		case s == unix.SIGTRAP && ws.TrapCause() != 0:
+		case s == unix.SIGTRAP|0x80:
+		case s == unix.SIGTRAP:
+			si, err := getSiginfo(t.tid)
+			if err == nil {
+				if ev, ok := p.debugRegStop(t, si); ok && ev.Reason != "" {
+					p.queue(ev)
+					return false, nil
+				}
+			}
+			return true, nil
+		default:
+			p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(s)})
+			return false, nil
+		}
+		if err := p.rawResume(t, true, 0); err != nil {
+			return false, err
+		}
+	}
+}
+
+// Interrupt stops the running process: the next Wait reports a SIGINT
+// stop of the thread group leader (the SIGSTOP used is never delivered).
+// It is safe from any goroutine at any time and does nothing when no
+// thread is running.
+func (p *Process) Interrupt() {
+	if !p.runningFlag.Load() {
+		return
+	}
+	p.intrMu.Lock()
+	defer p.intrMu.Unlock()
+	if p.intrTid != 0 {
+		return // one is already on its way
+	}
+	for _, tid := range p.Threads() {
+		if unix.Tgkill(p.pid, tid, unix.SIGSTOP) == nil {
+			p.intrTid = tid
+			return
+		}
+	}
+}
+
+// Kill kills the process with SIGKILL and reaps every thread; a pending
+// Wait then returns Killed.
+func (p *Process) Kill() error {
+	if err := unix.Kill(p.pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("kill %d: %w", p.pid, err)
+	}
+	return p.do(func() error {
+		for p.exitEvent == nil {
+			wpid, ws, err := wait4(-1, 0)
+			if err != nil {
+				p.setExited(StopEvent{Kind: Killed, Tid: p.pid, Signal: int(unix.SIGKILL)})
+				break
+			}
+			if t := p.threads[wpid]; t != nil && (ws.Exited() || ws.Signaled()) {
+				p.handleStatus(wpid, ws)
+			}
+		}
+		// Reap the remaining zombies quietly.
+		for {
+			if wpid, _, err := wait4(-1, unix.WNOHANG); err != nil || wpid <= 0 {
+				break
+			}
+		}
+		return nil
+	})
+}
+
+// Detach removes every breakpoint and trap from memory, clears the debug
+// registers and detaches every thread, passing on signals that were
+// queued for gdb (other than SIGSTOP and SIGTRAP). The process keeps
+// running.
+func (p *Process) Detach() error {
+	return p.do(func() error {
+		if p.exitEvent != nil {
+			return ErrExited
+		}
+		p.stopAll()
+		var firstErr error
+		for addr, bp := range p.swbps {
+			if bp.inserted {
+				if err := p.pokeByte(addr, bp.orig); err != nil && firstErr == nil {
+					firstErr = fmt.Errorf("detach: removing the breakpoint at %#x: %w", addr, err)
+				}
+			}
+			delete(p.swbps, addr)
+		}
+		p.debugRegs = debugRegisters{}
+		p.drGen++
+		sigs := map[int]int{}
+		for _, ev := range p.pending {
+			if ev.Kind == SignalStop && ev.Signal != int(unix.SIGSTOP) && ev.Signal != int(unix.SIGTRAP) && ev.Signal != int(unix.SIGINT) {
+				sigs[ev.Tid] = ev.Signal
+			}
+		}
+		p.pending = nil
+		p.consumeInterrupt()
+		for tid, t := range p.threads {
+			if t.zombie {
+				continue
+			}
+			_ = p.writeDebugRegs(t)
+			if t.sigstopExpected {
+				// SIGCONT discards the SIGSTOP still queued.
+				_ = unix.Tgkill(p.pid, tid, unix.SIGCONT)
+			}
+			if err := ptraceDetach(tid, sigs[tid]); err != nil && !errors.Is(err, unix.ESRCH) && firstErr == nil {
+				firstErr = fmt.Errorf("detach thread %d: %w", tid, err)
+			}
+		}
+		p.setExited(StopEvent{Kind: Exited, Tid: p.pid})
+		return firstErr
+	})
+}

@@ -1,0 +1,240 @@
+package inferior
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// swBreakpoint is an int3 in memory, owned by gdb (Z0), the stub
+// (internal trap), or both.
+type swBreakpoint struct {
+	addr     uint64
+	orig     byte // the byte the int3 replaced
+	user     bool // gdb's Z0
+	internal bool // the stub's internal trap
+	inserted bool // 0xcc is in memory
+}
+
+// readRaw reads memory as it is, int3s included.
+func (p *Process) readRaw(addr uint64, buf []byte) (int, error) {
+	if len(buf) == 0 {
+		return 0, nil
+	}
+	if p.exitEvent != nil {
+		return 0, ErrExited
+	}
+	local := []unix.Iovec{{Base: &buf[0]}}
+	local[0].SetLen(len(buf))
+	remote := []unix.RemoteIovec{{Base: uintptr(addr), Len: len(buf)}}
+	n, err := unix.ProcessVMReadv(p.pid, local, remote, 0)
+	if err == nil && n == len(buf) {
+		return n, nil
+	}
+	// process_vm_readv stops at the first unreadable page and cannot read
+	// some mappings (e.g. PROT_NONE guard pages are unreadable anyway,
+	// but [vvar] and friends can be): try /proc/PID/mem for the rest.
+	if n < 0 {
+		n = 0
+	}
+	if p.memFile == nil {
+		if n > 0 {
+			return n, fmt.Errorf("reading %#x: %w", addr+uint64(n), unix.EIO)
+		}
+		return 0, fmt.Errorf("reading %#x: %w", addr, err)
+	}
+	m, merr := p.memFile.ReadAt(buf[n:], int64(addr)+int64(n))
+	n += m
+	if n == len(buf) {
+		return n, nil
+	}
+	if merr == nil {
+		merr = unix.EIO
+	}
+	return n, fmt.Errorf("reading %#x: %w", addr+uint64(n), merr)
+}
+
+// writeRaw writes memory as it is through /proc/PID/mem (which can write
+// read-only text).
+func (p *Process) writeRaw(addr uint64, data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	if p.exitEvent != nil {
+		return ErrExited
+	}
+	if p.memFile == nil {
+		return fmt.Errorf("writing %#x: no memory file", addr)
+	}
+	n, err := p.memFile.WriteAt(data, int64(addr))
+	if err != nil || n != len(data) {
+		if err == nil {
+			err = unix.EIO
+		}
+		return fmt.Errorf("writing %d bytes at %#x: only %d written: %w", len(data), addr, n, err)
+	}
+	return nil
+}
+
+func (p *Process) pokeByte(addr uint64, b byte) error {
+	return p.writeRaw(addr, []byte{b})
+}
+
+// ReadMemory reads the process's memory at addr into buf, showing the
+// original bytes under inserted breakpoints. A partial read returns the
+// count read and an error; nothing readable returns 0 and an error.
+func (p *Process) ReadMemory(addr uint64, buf []byte) (int, error) {
+	var n int
+	err := p.do(func() error {
+		var err error
+		n, err = p.readMemory(addr, buf)
+		return err
+	})
+	return n, err
+}
+
+func (p *Process) readMemory(addr uint64, buf []byte) (int, error) {
+	n, err := p.readRaw(addr, buf)
+	for a, bp := range p.swbps {
+		if bp.inserted && a >= addr && a < addr+uint64(n) {
+			buf[a-addr] = bp.orig
+		}
+	}
+	return n, err
+}
+
+// WriteMemory writes data at addr (text included). Bytes under inserted
+// breakpoints update the breakpoints' saved bytes; the int3s stay. It
+// fails rather than leave a partial write unreported.
+func (p *Process) WriteMemory(addr uint64, data []byte) error {
+	return p.do(func() error { return p.writeMemory(addr, data) })
+}
+
+func (p *Process) writeMemory(addr uint64, data []byte) error {
+	if addr+uint64(len(data)) < addr {
+		return fmt.Errorf("writing %d bytes at %#x: range wraps around", len(data), addr)
+	}
+	var out []byte
+	for a, bp := range p.swbps {
+		if bp.inserted && a >= addr && a < addr+uint64(len(data)) {
+			if out == nil {
+				out = append([]byte(nil), data...)
+			}
+			out[a-addr] = 0xcc
+		}
+	}
+	if out == nil {
+		out = data
+	}
+	if err := p.writeRaw(addr, out); err != nil {
+		return err
+	}
+	for a, bp := range p.swbps {
+		if bp.inserted && a >= addr && a < addr+uint64(len(data)) {
+			bp.orig = data[a-addr]
+		}
+	}
+	return nil
+}
+
+// insertSoftware plants (or shares) an int3 at addr for gdb or the stub.
+func (p *Process) insertSoftware(addr uint64, internal bool) error {
+	if p.exitEvent != nil {
+		return ErrExited
+	}
+	bp := p.swbps[addr]
+	if bp == nil {
+		var orig [1]byte
+		if _, err := p.readRaw(addr, orig[:]); err != nil {
+			return fmt.Errorf("breakpoint at %#x: %w", addr, err)
+		}
+		if err := p.pokeByte(addr, 0xcc); err != nil {
+			return fmt.Errorf("breakpoint at %#x: %w", addr, err)
+		}
+		bp = &swBreakpoint{addr: addr, orig: orig[0], inserted: true}
+		p.swbps[addr] = bp
+	}
+	if internal {
+		bp.internal = true
+	} else {
+		bp.user = true
+	}
+	return nil
+}
+
+// removeSoftware drops gdb's or the stub's claim on the int3 at addr and
+// restores the byte when nobody holds it any more.
+func (p *Process) removeSoftware(addr uint64, internal bool) error {
+	bp := p.swbps[addr]
+	if bp == nil || (internal && !bp.internal) || (!internal && !bp.user) {
+		return fmt.Errorf("no breakpoint at %#x", addr)
+	}
+	if internal {
+		bp.internal = false
+	} else {
+		bp.user = false
+	}
+	if bp.user || bp.internal {
+		return nil
+	}
+	delete(p.swbps, addr)
+	if bp.inserted {
+		if err := p.pokeByte(addr, bp.orig); err != nil {
+			if p.exitEvent != nil {
+				return nil
+			}
+			return fmt.Errorf("removing the breakpoint at %#x: %w", addr, err)
+		}
+	}
+	return nil
+}
+
+// InsertBreakpoint inserts a breakpoint or watchpoint (Z0…Z4). size is
+// the Z packet's kind (ignored for software breakpoints) or the watched
+// length. ReadWatchpoint returns ErrUnsupported (x86 cannot watch reads
+// only); running out of debug registers returns ErrNoDebugRegister.
+func (p *Process) InsertBreakpoint(kind BreakpointKind, addr uint64, size int) error {
+	return p.do(func() error {
+		switch kind {
+		case SoftwareBreakpoint:
+			return p.insertSoftware(addr, false)
+		case HardwareBreakpoint, WriteWatchpoint, ReadWatchpoint, AccessWatchpoint:
+			return p.insertDebugReg(kind, addr, size)
+		}
+		return fmt.Errorf("breakpoint kind %d: %w", kind, ErrUnsupported)
+	})
+}
+
+// RemoveBreakpoint removes what InsertBreakpoint inserted.
+func (p *Process) RemoveBreakpoint(kind BreakpointKind, addr uint64, size int) error {
+	return p.do(func() error {
+		switch kind {
+		case SoftwareBreakpoint:
+			return p.removeSoftware(addr, false)
+		case HardwareBreakpoint, WriteWatchpoint, ReadWatchpoint, AccessWatchpoint:
+			return p.removeDebugReg(kind, addr, size)
+		}
+		return fmt.Errorf("breakpoint kind %d: %w", kind, ErrUnsupported)
+	})
+}
+
+// errNotStopped reports tid's state for operations needing a stopped
+// thread.
+func (p *Process) stoppedThread(tid int) (*thread, error) {
+	if p.exitEvent != nil {
+		return nil, ErrExited
+	}
+	t := p.threads[tid]
+	if t == nil || t.zombie {
+		return nil, fmt.Errorf("thread %d: %w", tid, ErrNoThread)
+	}
+	if !t.stopped {
+		return nil, fmt.Errorf("thread %d: %w", tid, ErrRunning)
+	}
+	return t, nil
+}
+
+var _ = errors.New
+var _ = unsafe.Pointer(nil)

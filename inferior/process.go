@@ -1,0 +1,516 @@
+package inferior
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/cpu"
+	"golang.org/x/sys/unix"
+
+	"gotpstub/tdesc"
+)
+
+// Process is a debugged process. Its methods are safe for concurrent use.
+type Process struct {
+	pid      int
+	attached bool
+	layout   *tdesc.Layout
+
+	reqs      chan func()
+	quit      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+	tracerTid int // the ptrace goroutine's OS thread
+
+	// tids is a snapshot of the live threads for callers that must not
+	// queue behind the ptrace goroutine (Threads, Interrupt).
+	tidsMu sync.Mutex
+	tids   []int
+
+	// Interrupt bookkeeping, shared with Interrupt's caller.
+	intrMu      sync.Mutex
+	intrTid     int         // thread an interrupt SIGSTOP was sent to, 0 for none
+	runningFlag atomic.Bool // threads were resumed and no Wait has returned since
+
+	// Everything below belongs to the ptrace goroutine.
+	threads   map[int]*thread
+	orphans   map[int]bool // new threads seen stopping before their clone event
+	pending   []StopEvent  // reportable events not yet returned by Wait
+	exitEvent *StopEvent   // set once the process is gone
+	waiter    chan waitResult
+	stopping  bool // stopAll in progress: leave stopped threads stopped
+	sigchld   chan os.Signal
+	memFile   *os.File
+	swbps     map[uint64]*swBreakpoint
+	debugRegs debugRegisters
+	drGen     int // bumped whenever debugRegs change
+	hook      func(*Stopped) TrapAction
+	inHook    bool
+	xstateLen int // size of the XSAVE area (0: use FXSAVE only)
+}
+
+// thread is the ptrace goroutine's view of one thread.
+type thread struct {
+	tid             int
+	stopped         bool // in a ptrace-stop
+	resumed         bool // gdb asked it to run and no all-stop has happened since
+	step            bool // resumed by single-step
+	sig             int  // signal to deliver at the next resumption
+	sigstopExpected bool // a SIGSTOP we sent (or attach/clone's) is still to arrive
+	zombie          bool // exited but not reapable yet (a leader with live threads)
+	drGen           int  // debugRegs generation written into the thread
+}
+
+type waitResult struct {
+	ev  StopEvent
+	err error
+}
+
+func newProcess() *Process {
+	p := &Process{
+		reqs:    make(chan func()),
+		quit:    make(chan struct{}),
+		done:    make(chan struct{}),
+		threads: map[int]*thread{},
+		orphans: map[int]bool{},
+		swbps:   map[uint64]*swBreakpoint{},
+		sigchld: make(chan os.Signal, 1),
+		layout:  tdesc.AMD64Linux(cpu.X86.HasAVX),
+	}
+	started := make(chan struct{})
+	go p.loop(started)
+	<-started
+	return p
+}
+
+// loop is the ptrace goroutine.
+func (p *Process) loop(started chan struct{}) {
+	// Never unlocked: when this goroutine returns, its thread exits with
+	// it, and the kernel detaches (or, for launched programs, kills) any
+	// tracee still attached.
+	runtime.LockOSThread()
+	p.tracerTid = unix.Gettid()
+	signal.Notify(p.sigchld, unix.SIGCHLD)
+	close(started)
+	defer func() {
+		signal.Stop(p.sigchld)
+		if p.memFile != nil {
+			p.memFile.Close()
+		}
+		if p.waiter != nil {
+			p.waiter <- waitResult{err: ErrClosed}
+		}
+		close(p.done)
+	}()
+	for {
+		p.serviceWaiter()
+		var poll <-chan time.Time
+		if p.waiter != nil || p.anyRunning() {
+			// SIGCHLD tells us about tracee changes; polling is only a
+			// safety net.
+			poll = time.After(100 * time.Millisecond)
+		}
+		select {
+		case f := <-p.reqs:
+			f()
+		case <-p.sigchld:
+			p.drain()
+		case <-poll:
+			p.drain()
+		case <-p.quit:
+			return
+		}
+	}
+}
+
+// do runs f on the ptrace goroutine and returns its error. Called on that
+// goroutine (from a trap hook) it runs f directly.
+func (p *Process) do(f func() error) error {
+	if unix.Gettid() == p.tracerTid {
+		return f()
+	}
+	errc := make(chan error, 1)
+	select {
+	case p.reqs <- func() { errc <- f() }:
+	case <-p.done:
+		return ErrClosed
+	}
+	select {
+	case err := <-errc:
+		return err
+	case <-p.done:
+		return ErrClosed
+	}
+}
+
+// Launch starts a program stopped at its first instruction (after the
+// exec, with SIGTRAP, like gdbserver).
+func Launch(o LaunchOptions) (*Process, error) {
+	p := newProcess()
+	if err := p.do(func() error { return p.launch(o) }); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+func lookPath(file string) (string, error) {
+	if strings.Contains(file, "/") {
+		return file, nil
+	}
+	path, err := exec.LookPath(file)
+	if err != nil {
+		return "", fmt.Errorf("finding %s: %w", file, err)
+	}
+	return path, nil
+}
+
+func (p *Process) launch(o LaunchOptions) error {
+	if o.Path == "" {
+		return errors.New("launch: no program")
+	}
+	args := o.Args
+	if len(args) == 0 {
+		args = []string{o.Path}
+	}
+	argv := append([]string(nil), args...)
+	file := o.Path
+	if len(o.Wrapper) > 0 {
+		file = o.Wrapper[0]
+		argv = append(append(append([]string(nil), o.Wrapper...), o.Path), args[1:]...)
+	}
+	path, err := lookPath(file)
+	if err != nil {
+		return fmt.Errorf("launch: %w", err)
+	}
+	env := o.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	files := []uintptr{0, 1, 2}
+	for i, f := range []*os.File{o.Stdin, o.Stdout, o.Stderr} {
+		if f != nil {
+			files[i] = f.Fd()
+		}
+	}
+	attr := &syscall.ProcAttr{
+		Dir:   o.Dir,
+		Env:   env,
+		Files: files,
+		Sys:   &syscall.SysProcAttr{Ptrace: true, Setpgid: true},
+	}
+	var oldPersona uint64
+	if o.DisableASLR {
+		// The personality is per thread and inherited by the child: set
+		// it on this (locked) thread around the fork only.
+		oldPersona, err = personality(0xffffffff)
+		if err == nil {
+			_, err = personality(oldPersona | addrNoRandomize)
+		}
+		if err != nil {
+			return fmt.Errorf("launch: disabling address randomization: %w", err)
+		}
+	}
+	pid, err := syscall.ForkExec(path, argv, attr)
+	if o.DisableASLR {
+		_, _ = personality(oldPersona)
+	}
+	if err != nil {
+		return fmt.Errorf("launch %s: %w", path, err)
+	}
+	p.pid = pid
+	// The exec of a PTRACE_TRACEME child stops with a plain SIGTRAP.
+	if err := p.waitStartupTrap(); err != nil {
+		return err
+	}
+	opts := unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_TRACEEXEC | unix.PTRACE_O_TRACESYSGOOD | unix.PTRACE_O_EXITKILL
+	if err := unix.PtraceSetOptions(pid, opts); err != nil {
+		_ = unix.Kill(pid, unix.SIGKILL)
+		_, _, _ = wait4(pid, 0)
+		return fmt.Errorf("launch: setting ptrace options: %w", err)
+	}
+	if len(o.Wrapper) > 0 {
+		if err := p.runWrapper(); err != nil {
+			return err
+		}
+	}
+	p.threads[pid] = &thread{tid: pid, stopped: true}
+	p.updateTids()
+	return p.openMem()
+}
+
+// waitStartupTrap waits for the launched child's first stop.
+func (p *Process) waitStartupTrap() error {
+	for {
+		_, ws, err := wait4(p.pid, 0)
+		if err != nil {
+			return fmt.Errorf("launch: waiting for the program to start: %w", err)
+		}
+		switch {
+		case ws.Exited():
+			return fmt.Errorf("launch: program exited during startup with code %d", ws.ExitStatus())
+		case ws.Signaled():
+			return fmt.Errorf("launch: program killed during startup by signal %d", ws.Signal())
+		case ws.Stopped() && ws.StopSignal() == unix.SIGTRAP:
+			return nil
+		case ws.Stopped():
+			if err := ptraceCont(p.pid, int(ws.StopSignal())); err != nil {
+				return fmt.Errorf("launch: %w", err)
+			}
+		}
+	}
+}
+
+// runWrapper lets the wrapper run until it execs the program.
+func (p *Process) runWrapper() error {
+	sig := 0
+	for {
+		if err := ptraceCont(p.pid, sig); err != nil {
+			return fmt.Errorf("launch: running the wrapper: %w", err)
+		}
+		sig = 0
+		_, ws, err := wait4(p.pid, 0)
+		if err != nil {
+			return fmt.Errorf("launch: running the wrapper: %w", err)
+		}
+		switch {
+		case ws.Exited():
+			return fmt.Errorf("launch: wrapper exited with code %d before running the program", ws.ExitStatus())
+		case ws.Signaled():
+			return fmt.Errorf("launch: wrapper killed by signal %d", ws.Signal())
+		case ws.Stopped() && ws.StopSignal() == unix.SIGTRAP && ws.TrapCause() == unix.PTRACE_EVENT_EXEC:
+			return nil
+		case ws.Stopped() && ws.StopSignal() == unix.SIGTRAP:
+			// an event or trap of the wrapper's own: keep going
+		case ws.Stopped():
+			sig = int(ws.StopSignal())
+		}
+	}
+}
+
+func (p *Process) openMem() error {
+	if p.memFile != nil {
+		p.memFile.Close()
+		p.memFile = nil
+	}
+	f, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", p.pid), os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("opening the memory of %d: %w", p.pid, err)
+	}
+	p.memFile = f
+	return nil
+}
+
+// Attach takes control of a running process: every thread is attached
+// and stopped.
+func Attach(pid int) (*Process, error) {
+	p := newProcess()
+	p.pid = pid
+	p.attached = true
+	if err := p.do(p.attach); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *Process) attach() error {
+	opts := unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_TRACEEXEC | unix.PTRACE_O_TRACESYSGOOD
+	// Threads may be created while we attach: repeat until a pass over
+	// /proc/PID/task finds nothing new.
+	for {
+		tids, err := taskTids(p.pid)
+		if err != nil {
+			p.detachAll()
+			return fmt.Errorf("attach %d: %w", p.pid, err)
+		}
+		found := false
+		for _, tid := range tids {
+			if p.threads[tid] != nil {
+				continue
+			}
+			found = true
+			if err := unix.PtraceAttach(tid); err != nil {
+				if tid == p.pid {
+					p.detachAll()
+					return fmt.Errorf("attach %d: %w", p.pid, err)
+				}
+				continue // the thread exited meanwhile
+			}
+			t := &thread{tid: tid, sigstopExpected: true}
+			p.threads[tid] = t
+			if err := p.waitAttachStop(t); err != nil {
+				delete(p.threads, tid)
+				if tid == p.pid {
+					p.detachAll()
+					return fmt.Errorf("attach %d: %w", p.pid, err)
+				}
+				continue
+			}
+			if err := unix.PtraceSetOptions(tid, opts); err != nil && tid == p.pid {
+				p.detachAll()
+				return fmt.Errorf("attach %d: setting ptrace options: %w", p.pid, err)
+			}
+		}
+		if !found {
+			break
+		}
+	}
+	p.updateTids()
+	if err := p.openMem(); err != nil {
+		p.detachAll()
+		return err
+	}
+	return nil
+}
+
+// waitAttachStop waits for the stop PTRACE_ATTACH causes; another signal
+// arriving first is kept as a pending event.
+func (p *Process) waitAttachStop(t *thread) error {
+	for {
+		_, ws, err := wait4(t.tid, 0)
+		if err != nil {
+			return err
+		}
+		if ws.Exited() || ws.Signaled() {
+			return ErrNoThread
+		}
+		if !ws.Stopped() {
+			continue
+		}
+		t.stopped = true
+		if ws.StopSignal() == unix.SIGSTOP {
+			t.sigstopExpected = false
+			return nil
+		}
+		// Some other signal came first; our SIGSTOP is still queued.
+		p.pending = append(p.pending, StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(ws.StopSignal())})
+		return nil
+	}
+}
+
+// detachAll detaches every attached thread (attach failure cleanup).
+func (p *Process) detachAll() {
+	for tid, t := range p.threads {
+		if t.sigstopExpected {
+			_ = unix.Tgkill(p.pid, tid, unix.SIGCONT)
+		}
+		_ = ptraceDetach(tid, 0)
+		delete(p.threads, tid)
+	}
+}
+
+// taskTids lists /proc/PID/task.
+func taskTids(pid int) ([]int, error) {
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return nil, err
+	}
+	var tids []int
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err == nil {
+			tids = append(tids, n)
+		}
+	}
+	sort.Ints(tids)
+	return tids, nil
+}
+
+// updateTids refreshes the thread snapshot (on the ptrace goroutine).
+func (p *Process) updateTids() {
+	var tids []int
+	for tid, t := range p.threads {
+		if !t.zombie {
+			tids = append(tids, tid)
+		}
+	}
+	sort.Slice(tids, func(i, j int) bool {
+		if (tids[i] == p.pid) != (tids[j] == p.pid) {
+			return tids[i] == p.pid
+		}
+		return tids[i] < tids[j]
+	})
+	p.tidsMu.Lock()
+	p.tids = tids
+	p.tidsMu.Unlock()
+}
+
+// Pid returns the process id.
+func (p *Process) Pid() int { return p.pid }
+
+// Attached reports whether the process was attached to (qAttached) rather
+// than launched.
+func (p *Process) Attached() bool { return p.attached }
+
+// Layout returns the register layout of the process.
+func (p *Process) Layout() *tdesc.Layout { return p.layout }
+
+// Threads returns the live threads, the leader first, the rest sorted.
+func (p *Process) Threads() []int {
+	p.tidsMu.Lock()
+	defer p.tidsMu.Unlock()
+	return append([]int(nil), p.tids...)
+}
+
+// Alive reports whether tid is a live thread of the process.
+func (p *Process) Alive(tid int) bool {
+	for _, t := range p.Threads() {
+		if t == tid {
+			return true
+		}
+	}
+	return false
+}
+
+// ThreadName returns the thread's name (/proc/PID/task/TID/comm), or "".
+func (p *Process) ThreadName(tid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/comm", p.pid, tid))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimRight(string(b), "\n")
+}
+
+// Auxv returns the process's auxiliary vector (/proc/PID/auxv).
+func (p *Process) Auxv() ([]byte, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/auxv", p.pid))
+	if err != nil {
+		return nil, fmt.Errorf("reading auxv: %w", err)
+	}
+	return b, nil
+}
+
+// ExePath returns the path of the program the process runs.
+func (p *Process) ExePath() (string, error) {
+	s, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.pid))
+	if err != nil {
+		return "", fmt.Errorf("reading the executable path: %w", err)
+	}
+	return filepath.Clean(s), nil
+}
+
+// Close ends the ptrace goroutine. Threads still attached are detached by
+// the kernel (launched programs are killed: PTRACE_O_EXITKILL). Methods
+// called afterwards return ErrClosed.
+func (p *Process) Close() {
+	p.closeOnce.Do(func() { close(p.quit) })
+	<-p.done
+}
+
+// SetTrapHook sets the function run when a thread hits an internal trap
+// (nil: internal traps are reported like breakpoints).
+func (p *Process) SetTrapHook(h func(s *Stopped) TrapAction) {
+	_ = p.do(func() error { p.hook = h; return nil })
+}

@@ -1,0 +1,378 @@
+package inferior
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"gotpstub/tdesc"
+)
+
+// Offsets in struct user (x86-64).
+const (
+	userRIP      = 16 * 8 // regs.rip
+	userDebugReg = 848    // offsetof(struct user, u_debugreg)
+)
+
+// Layout of the XSAVE area (standard, non-compacted, as ptrace returns it).
+const (
+	fxsaveSize     = 512
+	xstateBVOffset = 512
+	ymmHiOffset    = 576 // YMM_Hi128 component
+	xsaveAVXSize   = ymmHiOffset + 256
+	xfeatureX87    = 1
+	xfeatureSSE    = 2
+	xfeatureAVX    = 4
+)
+
+func getPC(tid int) (uint64, error) { return peekUser(tid, userRIP) }
+
+func setPC(tid int, pc uint64) error { return pokeUser(tid, userRIP, pc) }
+
+// gpr maps a general register number to its field in PtraceRegs.
+func gpr(r *unix.PtraceRegs, num int) *uint64 {
+	switch num {
+	case tdesc.RAX:
+		return &r.Rax
+	case tdesc.RBX:
+		return &r.Rbx
+	case tdesc.RCX:
+		return &r.Rcx
+	case tdesc.RDX:
+		return &r.Rdx
+	case tdesc.RSI:
+		return &r.Rsi
+	case tdesc.RDI:
+		return &r.Rdi
+	case tdesc.RBP:
+		return &r.Rbp
+	case tdesc.RSP:
+		return &r.Rsp
+	case tdesc.R8:
+		return &r.R8
+	case tdesc.R9:
+		return &r.R9
+	case tdesc.R10:
+		return &r.R10
+	case tdesc.R11:
+		return &r.R11
+	case tdesc.R12:
+		return &r.R12
+	case tdesc.R13:
+		return &r.R13
+	case tdesc.R14:
+		return &r.R14
+	case tdesc.R15:
+		return &r.R15
+	case tdesc.RIP:
+		return &r.Rip
+	case tdesc.EFLAGS:
+		return &r.Eflags
+	case tdesc.CS:
+		return &r.Cs
+	case tdesc.SS:
+		return &r.Ss
+	case tdesc.DS:
+		return &r.Ds
+	case tdesc.ES:
+		return &r.Es
+	case tdesc.FS:
+		return &r.Fs
+	case tdesc.GS:
+		return &r.Gs
+	case tdesc.ORIGRAX:
+		return &r.Orig_rax
+	case tdesc.FSBASE:
+		return &r.Fs_base
+	case tdesc.GSBASE:
+		return &r.Gs_base
+	}
+	return nil
+}
+
+// isGPR reports whether num lives in struct user_regs_struct.
+func isGPR(num int) bool {
+	return num <= tdesc.GS || num == tdesc.ORIGRAX || num == tdesc.FSBASE || num == tdesc.GSBASE
+}
+
+// readFPState returns the thread's XSAVE area (or FXSAVE area when XSAVE
+// is unavailable).
+func (p *Process) readFPState(tid int) ([]byte, error) {
+	if p.xstateLen >= 0 {
+		buf := make([]byte, 16384)
+		n, err := getRegset(tid, unix.NT_X86_XSTATE, buf)
+		if err == nil && n >= fxsaveSize {
+			p.xstateLen = n
+			return buf[:n], nil
+		}
+		if err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENODEV) && !errors.Is(err, unix.EIO) {
+			return nil, fmt.Errorf("reading the xstate of %d: %w", tid, err)
+		}
+		p.xstateLen = -1
+	}
+	buf := make([]byte, fxsaveSize)
+	if err := ptracePtr(unix.PTRACE_GETFPREGS, tid, 0, unsafe.Pointer(&buf[0])); err != nil {
+		return nil, fmt.Errorf("reading the FPU state of %d: %w", tid, err)
+	}
+	return buf, nil
+}
+
+func (p *Process) writeFPState(tid int, buf []byte) error {
+	if len(buf) > fxsaveSize {
+		return setRegset(tid, unix.NT_X86_XSTATE, buf)
+	}
+	return ptracePtr(unix.PTRACE_SETFPREGS, tid, 0, unsafe.Pointer(&buf[0]))
+}
+
+// fullTag expands the FXSAVE abridged tag byte into the x87 tag word,
+// classifying each non-empty register from its contents.
+func fullTag(fx []byte) uint16 {
+	abridged := fx[4]
+	top := (binary.LittleEndian.Uint16(fx[2:]) >> 11) & 7
+	var tag uint16
+	for phys := 0; phys < 8; phys++ {
+		t := uint16(3) // empty
+		if abridged&(1<<phys) != 0 {
+			st := (phys - int(top) + 8) % 8
+			raw := fx[32+16*st:]
+			mant := binary.LittleEndian.Uint64(raw)
+			exp := binary.LittleEndian.Uint16(raw[8:]) & 0x7fff
+			switch {
+			case exp == 0x7fff:
+				t = 2
+			case exp == 0 && mant == 0:
+				t = 1
+			case exp == 0:
+				t = 2
+			case mant>>63 == 0:
+				t = 2
+			default:
+				t = 0
+			}
+		}
+		tag |= t << (2 * phys)
+	}
+	return tag
+}
+
+// abridgedTag compresses an x87 tag word to FXSAVE's one bit per register.
+func abridgedTag(tag uint16) byte {
+	var b byte
+	for phys := 0; phys < 8; phys++ {
+		if (tag>>(2*phys))&3 != 3 {
+			b |= 1 << phys
+		}
+	}
+	return b
+}
+
+// getRegs reads every register of a stopped thread.
+func (p *Process) getRegs(tid int) (*tdesc.Regs, error) {
+	var ur unix.PtraceRegs
+	if err := unix.PtraceGetRegs(tid, &ur); err != nil {
+		return nil, fmt.Errorf("reading the registers of %d: %w", tid, err)
+	}
+	fp, err := p.readFPState(tid)
+	if err != nil {
+		return nil, err
+	}
+	r := p.layout.NewRegs()
+	for num := range r.Layout.Regs {
+		if isGPR(num) {
+			_ = r.SetUint64(num, *gpr(&ur, num))
+		}
+	}
+	fillFP(r, fp)
+	return r, nil
+}
+
+// fillFP copies the x87, SSE and AVX registers out of an XSAVE area.
+func fillFP(r *tdesc.Regs, fp []byte) {
+	bv := uint64(xfeatureX87 | xfeatureSSE)
+	if len(fp) >= xstateBVOffset+8 {
+		bv = binary.LittleEndian.Uint64(fp[xstateBVOffset:])
+	}
+	le := binary.LittleEndian
+	if bv&xfeatureX87 != 0 {
+		for i := 0; i < 8; i++ {
+			_ = r.Set(tdesc.ST0+i, fp[32+16*i:32+16*i+10])
+		}
+		_ = r.SetUint64(tdesc.FCTRL, uint64(le.Uint16(fp[0:])))
+		_ = r.SetUint64(tdesc.FSTAT, uint64(le.Uint16(fp[2:])))
+		_ = r.SetUint64(tdesc.FTAG, uint64(fullTag(fp)))
+		_ = r.SetUint64(tdesc.FOP, uint64(le.Uint16(fp[6:])&0x7ff))
+		_ = r.SetUint64(tdesc.FIOFF, uint64(le.Uint32(fp[8:])))
+		_ = r.SetUint64(tdesc.FISEG, uint64(le.Uint16(fp[12:])))
+		_ = r.SetUint64(tdesc.FOOFF, uint64(le.Uint32(fp[16:])))
+		_ = r.SetUint64(tdesc.FOSEG, uint64(le.Uint16(fp[20:])))
+	} else {
+		// The x87 unit is in its initial state.
+		for i := 0; i < 8; i++ {
+			_ = r.Set(tdesc.ST0+i, make([]byte, 10))
+		}
+		for _, n := range []int{tdesc.FSTAT, tdesc.FOP, tdesc.FIOFF, tdesc.FISEG, tdesc.FOOFF, tdesc.FOSEG} {
+			_ = r.SetUint64(n, 0)
+		}
+		_ = r.SetUint64(tdesc.FCTRL, 0x37f)
+		_ = r.SetUint64(tdesc.FTAG, 0xffff)
+	}
+	for i := 0; i < 16; i++ {
+		if bv&xfeatureSSE != 0 {
+			_ = r.Set(tdesc.XMM0+i, fp[160+16*i:176+16*i])
+		} else {
+			_ = r.Set(tdesc.XMM0+i, make([]byte, 16))
+		}
+	}
+	_ = r.SetUint64(tdesc.MXCSR, uint64(le.Uint32(fp[24:])))
+	if r.Layout.HasAVX {
+		for i := 0; i < 16; i++ {
+			if bv&xfeatureAVX != 0 && len(fp) >= xsaveAVXSize {
+				_ = r.Set(tdesc.YMM0H+i, fp[ymmHiOffset+16*i:ymmHiOffset+16*i+16])
+			} else {
+				_ = r.Set(tdesc.YMM0H+i, make([]byte, 16))
+			}
+		}
+	}
+}
+
+// storeFP writes the valid x87/SSE/AVX registers of r into an XSAVE area
+// and marks their components in use. It reports whether fp changed.
+func storeFP(r *tdesc.Regs, fp []byte) {
+	le := binary.LittleEndian
+	valid := func(n int) bool { return n < len(r.Valid) && r.Valid[n] }
+	var bv uint64
+	for i := 0; i < 8; i++ {
+		if valid(tdesc.ST0 + i) {
+			copy(fp[32+16*i:], r.Get(tdesc.ST0+i))
+			bv |= xfeatureX87
+		}
+	}
+	if valid(tdesc.FCTRL) {
+		le.PutUint16(fp[0:], uint16(r.Uint64(tdesc.FCTRL)))
+		bv |= xfeatureX87
+	}
+	if valid(tdesc.FSTAT) {
+		le.PutUint16(fp[2:], uint16(r.Uint64(tdesc.FSTAT)))
+		bv |= xfeatureX87
+	}
+	if valid(tdesc.FTAG) {
+		fp[4] = abridgedTag(uint16(r.Uint64(tdesc.FTAG)))
+		bv |= xfeatureX87
+	}
+	if valid(tdesc.FOP) {
+		le.PutUint16(fp[6:], uint16(r.Uint64(tdesc.FOP)&0x7ff))
+		bv |= xfeatureX87
+	}
+	if valid(tdesc.FIOFF) {
+		le.PutUint32(fp[8:], uint32(r.Uint64(tdesc.FIOFF)))
+		bv |= xfeatureX87
+	}
+	if valid(tdesc.FISEG) {
+		le.PutUint16(fp[12:], uint16(r.Uint64(tdesc.FISEG)))
+		bv |= xfeatureX87
+	}
+	if valid(tdesc.FOOFF) {
+		le.PutUint32(fp[16:], uint32(r.Uint64(tdesc.FOOFF)))
+		bv |= xfeatureX87
+	}
+	if valid(tdesc.FOSEG) {
+		le.PutUint16(fp[20:], uint16(r.Uint64(tdesc.FOSEG)))
+		bv |= xfeatureX87
+	}
+	for i := 0; i < 16; i++ {
+		if valid(tdesc.XMM0 + i) {
+			copy(fp[160+16*i:], r.Get(tdesc.XMM0+i))
+			bv |= xfeatureSSE
+		}
+	}
+	if valid(tdesc.MXCSR) {
+		le.PutUint32(fp[24:], uint32(r.Uint64(tdesc.MXCSR)))
+		bv |= xfeatureSSE
+	}
+	if r.Layout.HasAVX && len(fp) >= xsaveAVXSize {
+		for i := 0; i < 16; i++ {
+			if valid(tdesc.YMM0H + i) {
+				copy(fp[ymmHiOffset+16*i:], r.Get(tdesc.YMM0H+i))
+				bv |= xfeatureAVX
+			}
+		}
+	}
+	if len(fp) >= xstateBVOffset+8 {
+		le.PutUint64(fp[xstateBVOffset:], le.Uint64(fp[xstateBVOffset:])|bv)
+	}
+}
+
+// setRegs writes the valid registers of r into a stopped thread, touching
+// only the register sets whose values differ.
+func (p *Process) setRegs(tid int, r *tdesc.Regs) error {
+	if r == nil || r.Layout == nil || len(r.Data) < r.Layout.Size {
+		return errors.New("setting registers: malformed register set")
+	}
+	cur, err := p.getRegs(tid)
+	if err != nil {
+		return err
+	}
+	var ur unix.PtraceRegs
+	if err := unix.PtraceGetRegs(tid, &ur); err != nil {
+		return fmt.Errorf("reading the registers of %d: %w", tid, err)
+	}
+	gprChanged, fpChanged := false, false
+	for num := range cur.Layout.Regs {
+		if num >= len(r.Layout.Regs) || num >= len(r.Valid) || !r.Valid[num] {
+			continue
+		}
+		if string(r.Get(num)) == string(cur.Get(num)) {
+			continue
+		}
+		if isGPR(num) {
+			*gpr(&ur, num) = r.Uint64(num)
+			gprChanged = true
+		} else {
+			fpChanged = true
+		}
+	}
+	if gprChanged {
+		if err := unix.PtraceSetRegs(tid, &ur); err != nil {
+			return fmt.Errorf("writing the registers of %d: %w", tid, err)
+		}
+	}
+	if fpChanged {
+		fp, err := p.readFPState(tid)
+		if err != nil {
+			return err
+		}
+		storeFP(r, fp)
+		if err := p.writeFPState(tid, fp); err != nil {
+			return fmt.Errorf("writing the FPU/vector registers of %d: %w", tid, err)
+		}
+	}
+	return nil
+}
+
+// Registers reads every register of a stopped thread.
+func (p *Process) Registers(tid int) (*tdesc.Regs, error) {
+	var r *tdesc.Regs
+	err := p.do(func() error {
+		if _, err := p.stoppedThread(tid); err != nil {
+			return fmt.Errorf("registers: %w", err)
+		}
+		var err error
+		r, err = p.getRegs(tid)
+		return err
+	})
+	return r, err
+}
+
+// SetRegisters writes the registers of r marked valid into a stopped
+// thread.
+func (p *Process) SetRegisters(tid int, r *tdesc.Regs) error {
+	return p.do(func() error {
+		if _, err := p.stoppedThread(tid); err != nil {
+			return fmt.Errorf("set registers: %w", err)
+		}
+		return p.setRegs(tid, r)
+	})
+}

@@ -1,0 +1,334 @@
+package inferior
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"gotpstub/tdesc"
+)
+
+// Stopped is a thread stopped at an internal trap, handed to the trap
+// hook on the ptrace goroutine. Its methods call ptrace directly; it is
+// valid only during the hook call.
+type Stopped struct {
+	p    *Process
+	t    *thread
+	addr uint64
+}
+
+// Tid returns the thread's id.
+func (s *Stopped) Tid() int { return s.t.tid }
+
+// PC returns the trap's address (the pc, already rewound over the int3).
+func (s *Stopped) PC() uint64 { return s.addr }
+
+// UserBreakpoint reports whether gdb also has a software breakpoint at the
+// trap's address (the stop is then reported to gdb after the hook).
+func (s *Stopped) UserBreakpoint() bool {
+	bp := s.p.swbps[s.addr]
+	return bp != nil && bp.user
+}
+
+// Registers reads the thread's registers.
+func (s *Stopped) Registers() (*tdesc.Regs, error) {
+	if s.p.threads[s.t.tid] != s.t {
+		return nil, fmt.Errorf("thread %d: %w", s.t.tid, ErrNoThread)
+	}
+	return s.p.getRegs(s.t.tid)
+}
+
+// SetRegisters writes the thread's registers.
+func (s *Stopped) SetRegisters(r *tdesc.Regs) error {
+	if s.p.threads[s.t.tid] != s.t {
+		return fmt.Errorf("thread %d: %w", s.t.tid, ErrNoThread)
+	}
+	return s.p.setRegs(s.t.tid, r)
+}
+
+// ReadMemory reads memory like Process.ReadMemory.
+func (s *Stopped) ReadMemory(addr uint64, buf []byte) (int, error) {
+	return s.p.readMemory(addr, buf)
+}
+
+// WriteMemory writes memory like Process.WriteMemory.
+func (s *Stopped) WriteMemory(addr uint64, b []byte) error {
+	return s.p.writeMemory(addr, b)
+}
+
+// SingleStep executes one instruction of this thread only and waits for
+// it; other threads keep running and their events stay queued. A thread
+// sitting on one of our int3s steps the original instruction. A signal
+// arriving instead is kept for gdb and the step retried.
+func (s *Stopped) SingleStep() error {
+	p, t := s.p, s.t
+	for attempt := 0; attempt < 8; attempt++ {
+		if p.threads[t.tid] != t {
+			return fmt.Errorf("thread %d: %w", t.tid, ErrNoThread)
+		}
+		pc, err := getPC(t.tid)
+		if err != nil {
+			return fmt.Errorf("single-step: %w", err)
+		}
+		var done bool
+		if bp := p.swbps[pc]; bp != nil && bp.inserted {
+			if err := p.pokeByte(bp.addr, bp.orig); err != nil {
+				return fmt.Errorf("single-step: %w", err)
+			}
+			bp.inserted = false
+			done, err = p.stepThread(t, 0)
+			if p.swbps[bp.addr] == bp && p.exitEvent == nil {
+				if p.pokeByte(bp.addr, 0xcc) == nil {
+					bp.inserted = true
+				}
+			}
+		} else {
+			done, err = p.stepThread(t, 0)
+		}
+		if err != nil {
+			return fmt.Errorf("single-step: %w", err)
+		}
+		if done {
+			return nil
+		}
+		if p.threads[t.tid] != t || p.exitEvent != nil {
+			return fmt.Errorf("thread %d: %w", t.tid, ErrNoThread)
+		}
+		// A signal was queued for gdb instead of the step: the instruction
+		// did not run; try again.
+	}
+	return errors.New("single-step: interrupted by signals too often")
+}
+
+// InsertInternalTrap plants an int3 owned by the stub at addr. It may
+// share the address with gdb's Z0 breakpoint.
+func (p *Process) InsertInternalTrap(addr uint64) error {
+	return p.do(func() error { return p.insertSoftware(addr, true) })
+}
+
+// RemoveInternalTrap removes the stub's int3 at addr (gdb's breakpoint
+// there, if any, stays).
+func (p *Process) RemoveInternalTrap(addr uint64) error {
+	return p.do(func() error { return p.removeSoftware(addr, true) })
+}
+
+// AllocateScratch maps size bytes of read-write-execute memory in the
+// process within ±2 GB of near (so rel32 jumps and rip-relative operands
+// reach), by making one stopped thread call mmap. Every thread must be
+// stopped.
+func (p *Process) AllocateScratch(near uint64, size int) (uint64, error) {
+	var addr uint64
+	err := p.do(func() error {
+		var err error
+		addr, err = p.allocateScratch(near, size)
+		return err
+	})
+	return addr, err
+}
+
+const pageSize = 4096
+
+func (p *Process) allocateScratch(near uint64, size int) (uint64, error) {
+	if p.exitEvent != nil {
+		return 0, ErrExited
+	}
+	if size <= 0 || size > 1<<30 {
+		return 0, fmt.Errorf("allocate scratch: bad size %d", size)
+	}
+	length := (uint64(size) + pageSize - 1) &^ (pageSize - 1)
+	var t *thread
+	if lt := p.threads[p.pid]; lt != nil && lt.stopped && !lt.zombie {
+		t = lt
+	} else {
+		for _, c := range p.threads {
+			if c.stopped && !c.zombie {
+				t = c
+				break
+			}
+		}
+	}
+	if t == nil {
+		return 0, fmt.Errorf("allocate scratch: %w", ErrRunning)
+	}
+	maps, err := readMaps(p.pid)
+	if err != nil {
+		return 0, fmt.Errorf("allocate scratch: %w", err)
+	}
+	hint, ok := freeNear(maps, near, length)
+	if !ok {
+		return 0, fmt.Errorf("allocate scratch: no free %d bytes within 2GB of %#x", length, near)
+	}
+	res, err := p.injectSyscall(t, unix.SYS_MMAP, hint, length,
+		unix.PROT_READ|unix.PROT_WRITE|unix.PROT_EXEC,
+		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED_NOREPLACE, ^uint64(0), 0)
+	if err != nil {
+		return 0, fmt.Errorf("allocate scratch: %w", err)
+	}
+	if int64(res) < 0 && int64(res) > -4096 {
+		return 0, fmt.Errorf("allocate scratch: mmap in the inferior: %w", unix.Errno(-int64(res)))
+	}
+	if res != hint {
+		return 0, fmt.Errorf("allocate scratch: mmap returned %#x, asked for %#x", res, hint)
+	}
+	return res, nil
+}
+
+// injectSyscall makes stopped thread t execute one system call and
+// restores its registers and the borrowed code bytes afterwards.
+func (p *Process) injectSyscall(t *thread, nr uintptr, args ...uint64) (uint64, error) {
+	var saved unix.PtraceRegs
+	if err := unix.PtraceGetRegs(t.tid, &saved); err != nil {
+		return 0, fmt.Errorf("reading registers: %w", err)
+	}
+	pc := saved.Rip
+	var orig [2]byte
+	if _, err := p.readRaw(pc, orig[:]); err != nil {
+		return 0, fmt.Errorf("reading code at %#x: %w", pc, err)
+	}
+	if err := p.writeRaw(pc, []byte{0x0f, 0x05}); err != nil { // syscall
+		return 0, err
+	}
+	restore := func() {
+		_ = p.writeRaw(pc, orig[:])
+		_ = unix.PtraceSetRegs(t.tid, &saved)
+	}
+	regs := saved
+	regs.Rax = uint64(nr)
+	regs.Orig_rax = ^uint64(0) // no syscall restart on the way out
+	argRegs := []*uint64{&regs.Rdi, &regs.Rsi, &regs.Rdx, &regs.R10, &regs.R8, &regs.R9}
+	for i, a := range args {
+		*argRegs[i] = a
+	}
+	regs.Rip = pc
+	if err := unix.PtraceSetRegs(t.tid, &regs); err != nil {
+		restore()
+		return 0, fmt.Errorf("setting registers: %w", err)
+	}
+	var err error
+	done := false
+	for attempt := 0; attempt < 8 && !done; attempt++ {
+		done, err = p.stepThread(t, 0)
+		if err != nil {
+			restore()
+			return 0, err
+		}
+		if !done {
+			// A signal got in first (kept for gdb): check the syscall
+			// has not run, then retry.
+			cur, gerr := getPC(t.tid)
+			if gerr != nil || cur != pc {
+				break
+			}
+		}
+	}
+	if !done {
+		restore()
+		return 0, errors.New("the injected system call did not complete")
+	}
+	var after unix.PtraceRegs
+	if err := unix.PtraceGetRegs(t.tid, &after); err != nil {
+		restore()
+		return 0, fmt.Errorf("reading the result: %w", err)
+	}
+	restore()
+	return after.Rax, nil
+}
+
+// mapping is one line of /proc/PID/maps.
+type mapping struct{ start, end uint64 }
+
+func readMaps(pid int) ([]mapping, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return parseMaps(f)
+}
+
+// parseMaps parses /proc/PID/maps address ranges.
+func parseMaps(r interface{ Read([]byte) (int, error) }) ([]mapping, error) {
+	var out []mapping
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		line := sc.Text()
+		rng, _, _ := strings.Cut(line, " ")
+		lo, hi, ok := strings.Cut(rng, "-")
+		if !ok {
+			return nil, fmt.Errorf("maps: bad line %q", line)
+		}
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if err1 != nil || err2 != nil || end < start {
+			return nil, fmt.Errorf("maps: bad range in %q", line)
+		}
+		out = append(out, mapping{start, end})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].start < out[j].start })
+	return out, nil
+}
+
+// freeNear finds a page-aligned free range of length bytes whose every
+// byte is within 2 GB of near, as close to near as possible.
+func freeNear(maps []mapping, near, length uint64) (uint64, bool) {
+	const (
+		lowest  = 0x10000        // mmap_min_addr
+		highest = 0x7ffffffff000 // top of user space (47-bit)
+		reach   = 1<<31 - pageSize
+	)
+	near &^= pageSize - 1
+	var best uint64
+	bestDist := ^uint64(0)
+	consider := func(gapStart, gapEnd uint64) {
+		if gapStart < lowest {
+			gapStart = lowest
+		}
+		if gapEnd > highest {
+			gapEnd = highest
+		}
+		if gapEnd <= gapStart || gapEnd-gapStart < length {
+			return
+		}
+		// The candidate closest to near inside [gapStart, gapEnd-length].
+		c := near
+		if c < gapStart {
+			c = gapStart
+		}
+		if c > gapEnd-length {
+			c = gapEnd - length
+		}
+		var dist uint64
+		if c+length > near {
+			dist = c + length - near
+		}
+		if near > c && near-c > dist {
+			dist = near - c
+		}
+		if dist > reach {
+			return
+		}
+		if dist < bestDist {
+			best, bestDist = c, dist
+		}
+	}
+	prev := uint64(0)
+	for _, m := range maps {
+		if m.start > prev {
+			consider(prev, m.start)
+		}
+		if m.end > prev {
+			prev = m.end
+		}
+	}
+	consider(prev, highest)
+	return best, bestDist != ^uint64(0)
+}
