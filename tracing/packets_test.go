@@ -411,3 +411,36 @@ func FuzzParseActions(f *testing.F) {
 		}
 	})
 }
+
+// TestConcurrentHitsAndPackets runs hits on one goroutine (the ptrace
+// thread) while packets arrive on another; run with -race.
+func TestConcurrentHitsAndPackets(t *testing.T) {
+	e, p, inst := newTestEngine(t)
+	simpleTracepoint(t, e, 0)
+	mustOK(t, e, "QTBuffer:circular:1", "QTStart")
+	tp := findTracepoint(t, e, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 2000; i++ {
+			if e.Hit(tp, p.thread) != 0 {
+				t.Error("Hit asked for steps without while-stepping")
+				return
+			}
+		}
+	}()
+	for i := 0; i < 200; i++ {
+		for _, pkt := range []string{"qTStatus", "qTP:1:" + hexAddr(addrWork), "QTStop", "QTStart", "qTV:1"} {
+			send(t, e, pkt)
+		}
+	}
+	<-done
+	mustOK(t, e, "QTStop")
+	if inst.count() != 0 || e.Running() {
+		t.Errorf("after the last QTStop: %d installed, running %v", inst.count(), e.Running())
+	}
+	// Hits count the last run only; frames accumulate until QTinit.
+	if created := parseHex(t, statusField(t, send(t, e, "qTStatus"), "tcreated")); created < tp.Hits {
+		t.Errorf("%d frames created for %d hits", created, tp.Hits)
+	}
+}
