@@ -285,7 +285,7 @@ func processState(pid int) (string, error) {
 }
 
 func TestAttachDetach(t *testing.T) {
-	stub := stubPath(t)
+	stubPath(t)
 	sleeper := buildProgram(t, "sleeper")
 	cmd := exec.Command(sleeper, "60")
 	stdout, err := cmd.StdoutPipe()
@@ -304,7 +304,6 @@ func TestAttachDetach(t *testing.T) {
 	if err != nil || !strings.Contains(line, fmt.Sprintf("sleeper pid %d", pid)) {
 		t.Fatalf("sleeper's first line %q, %v", line, err)
 	}
-	_ = stub
 	time.Sleep(300 * time.Millisecond) // let it tick
 	s := startStub(t, []string{"--once"}, "--attach", strconv.Itoa(pid))
 	out := runGDB(t, gdbSession{program: sleeper, commands: []string{

@@ -267,11 +267,11 @@ func (s *stubProcess) kill() {
 
 // gdbSession describes one batch gdb run.
 type gdbSession struct {
-	program     string   // local program file; "" runs gdb without one
-	args        []string // extra gdb arguments before the commands (e.g. --args)
-	commands    []string // one gdb command each; a command with newlines is sourced from a file
-	sysroot     string   // "set sysroot" value; "" means "/" (local files)
-	keepSysroot bool     // do not set sysroot at all (gdb's default "target:")
+	program  string   // local program file; "" runs gdb without one
+	commands []string // one gdb command each; a command with newlines is sourced from a file
+	// keepSysroot leaves gdb's default sysroot "target:" (libraries read
+	// from the stub with vFile); otherwise it is "/" (local files).
+	keepSysroot bool
 }
 
 // runGDB runs gdb -batch -nx with the session's commands and returns its
@@ -282,11 +282,7 @@ func runGDB(t *testing.T, sess gdbSession) string {
 	args := []string{"-batch", "-nx", "-ex", "set width 0", "-ex", "set height 0",
 		"-ex", "set confirm off"}
 	if !sess.keepSysroot {
-		root := sess.sysroot
-		if root == "" {
-			root = "/"
-		}
-		args = append(args, "-ex", "set sysroot "+root)
+		args = append(args, "-ex", "set sysroot /")
 	}
 	for i, c := range sess.commands {
 		if strings.Contains(c, "\n") {
@@ -299,7 +295,6 @@ func runGDB(t *testing.T, sess gdbSession) string {
 		}
 		args = append(args, "-ex", c)
 	}
-	args = append(args, sess.args...)
 	if sess.program != "" {
 		args = append(args, sess.program)
 	}
