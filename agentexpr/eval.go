@@ -176,7 +176,7 @@ func Eval(e *Expr, env *Env) (top uint64, err error) {
 		case OpZeroExt:
 			stack[n-1] = ZeroExtend(stack[n-1], in.Imm)
 		case OpRef8, OpRef16, OpRef32, OpRef64:
-			size := OpTable[in.Op].DataSize / 8
+			size := opInfos[in.Op].DataSize / 8
 			addr := stack[n-1]
 			if env.Mem == nil {
 				return fail(in, fmt.Errorf("%w: %d bytes at %#x: no memory", ErrUnreadable, size, addr))

@@ -87,7 +87,7 @@ func Parse(code []byte) (*Expr, error) {
 	code = e.Code
 	for off := 0; off < len(code); {
 		op := Op(code[off])
-		info, ok := OpTable[op]
+		info, ok := opInfos[op], opDefined[op]
 		if !ok {
 			return nil, &DecodeError{Off: off, Op: op, Err: ErrUnknownOpcode}
 		}
@@ -132,52 +132,74 @@ func DecodeHex(s string) (*Expr, error) {
 	return e, nil
 }
 
+// opInfos is OpTable as an array, for the hot paths; opDefined marks the
+// bytes OpTable defines.
+var (
+	opInfos   [256]OpInfo
+	opDefined [256]bool
+)
+
+func init() {
+	for op, info := range OpTable {
+		opInfos[op] = info
+		opDefined[op] = true
+	}
+}
+
 // summarize fills the derived fields that depend only on the instructions.
 func (e *Expr) summarize() {
-	regs := map[int]bool{}
-	read := map[int]bool{}
-	written := map[int]bool{}
+	var regs, read, written []int
 	e.Collects = false
-	offIndex := make(map[int]int, len(e.Insns))
+	codeLen := 0
+	if n := len(e.Insns); n > 0 {
+		codeLen = e.Insns[n-1].Off + e.Insns[n-1].Len
+	}
+	offIndex := make([]int32, codeLen+1)
+	for i := range offIndex {
+		offIndex[i] = -1
+	}
 	for i, in := range e.Insns {
-		offIndex[in.Off] = i
+		if in.Off >= 0 && in.Off < len(offIndex) {
+			offIndex[in.Off] = int32(i)
+		}
 		switch in.Op {
 		case OpReg:
-			regs[int(in.Imm)] = true
+			regs = append(regs, int(in.Imm))
 		case OpGetv:
-			read[int(in.Imm)] = true
+			read = append(read, int(in.Imm))
 		case OpTracev:
-			read[int(in.Imm)] = true
+			read = append(read, int(in.Imm))
 			e.Collects = true
 		case OpSetv:
-			written[int(in.Imm)] = true
+			written = append(written, int(in.Imm))
 		case OpTrace, OpTraceQuick, OpTrace16, OpTracenz:
 			e.Collects = true
 		}
 	}
-	e.RegsUsed = sortedKeys(regs)
-	e.TSVsRead = sortedKeys(read)
-	e.TSVsWritten = sortedKeys(written)
+	e.RegsUsed = sortedUnique(regs)
+	e.TSVsRead = sortedUnique(read)
+	e.TSVsWritten = sortedUnique(written)
 	e.jumpIndex = make([]int, len(e.Insns))
 	for i, in := range e.Insns {
 		e.jumpIndex[i] = -1
-		if in.Op == OpGoto || in.Op == OpIfGoto {
-			if j, ok := offIndex[int(in.Imm)]; ok {
-				e.jumpIndex[i] = j
-			}
+		if in.IsJump() && in.Imm < uint64(len(offIndex)) {
+			e.jumpIndex[i] = int(offIndex[in.Imm])
 		}
 	}
 }
 
-func sortedKeys(m map[int]bool) []int {
-	if len(m) == 0 {
+// sortedUnique sorts s and removes duplicates; nil stays nil.
+func sortedUnique(s []int) []int {
+	if len(s) == 0 {
 		return nil
 	}
-	out := make([]int, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+	sort.Ints(s)
+	out := s[:1]
+	for _, v := range s[1:] {
+		if v != out[len(out)-1] {
+			out = append(out, v)
+		}
 	}
-	sort.Ints(out)
 	return out
 }
 
@@ -194,7 +216,7 @@ func (in Insn) StackEffect() (needed, delta int) {
 	case OpTracev:
 		return 0, 0
 	}
-	info := OpTable[in.Op]
+	info := &opInfos[in.Op]
 	return info.Consumed, info.Produced - info.Consumed
 }
 
@@ -206,7 +228,7 @@ func (in Insn) IsJump() bool { return in.Op == OpGoto || in.Op == OpIfGoto }
 // width its opcode requires. Off and Len are ignored.
 func Encode(dst []byte, insns []Insn) ([]byte, error) {
 	for _, in := range insns {
-		info, ok := OpTable[in.Op]
+		info, ok := opInfos[in.Op], opDefined[in.Op]
 		if !ok {
 			return nil, fmt.Errorf("agentexpr: encode %s: %w", in.Op, ErrUnknownOpcode)
 		}

@@ -107,7 +107,7 @@ func encodedLen(in Insn) int {
 	if in.Op == OpPrintf {
 		return 4 + len(in.Str)
 	}
-	return 1 + OpTable[in.Op].ImmBytes
+	return 1 + opInfos[in.Op].ImmBytes
 }
 
 // removeUnreachable drops instructions no path from the entry reaches.
