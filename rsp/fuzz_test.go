@@ -2,6 +2,7 @@ package rsp
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
 )
@@ -138,6 +139,49 @@ func FuzzParseThreadID(f *testing.F) {
 		pid2, tid2, err := ParseThreadID(formatted)
 		if err != nil || pid2 != pid || tid2 != tid {
 			t.Fatalf("round trip of %q via %q = %d, %d, %v", s, formatted, pid2, tid2, err)
+		}
+	})
+}
+
+// streamTransport replays a fixed byte stream and records what is written.
+type streamTransport struct {
+	r       *bytes.Reader
+	written bytes.Buffer
+}
+
+func (s *streamTransport) Read(b []byte) (int, error) {
+	// Small reads exercise packets split across reads.
+	if len(b) > 7 {
+		b = b[:7]
+	}
+	return s.r.Read(b)
+}
+func (s *streamTransport) Write(b []byte) (int, error) { return s.written.Write(b) }
+func (s *streamTransport) Close() error                { return nil }
+
+// FuzzConn runs arbitrary byte streams through a whole Conn: it must deliver
+// only well-formed packets, acknowledge only with '+' or '-', and close
+// Incoming with io.EOF at the end of the stream.
+func FuzzConn(f *testing.F) {
+	f.Add([]byte("$g#67\x03$m0,4#fd+-"), false)
+	f.Add([]byte("$bad#00$"+strings.Repeat("x", MaxPacketSize+3)+"#00"), true)
+	f.Fuzz(func(t *testing.T, stream []byte, noAck bool) {
+		tr := &streamTransport{r: bytes.NewReader(stream)}
+		c := NewConn(tr)
+		c.SetNoAck(noAck)
+		for p := range c.Incoming() {
+			if p.Interrupt && p.Data != nil {
+				t.Fatalf("interrupt with data %q", p.Data)
+			}
+			if len(p.Data) > MaxPacketSize || bytes.ContainsAny(p.Data, "$#") {
+				t.Fatalf("bad packet %q", p.Data)
+			}
+		}
+		if err := c.Err(); err != io.EOF {
+			t.Fatalf("Err() = %v, want io.EOF", err)
+		}
+		if strings.Trim(tr.written.String(), "+-") != "" {
+			t.Fatalf("wrote %q, want only acknowledgments", tr.written.String())
 		}
 	})
 }
