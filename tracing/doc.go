@@ -26,7 +26,16 @@
 //   - Memory that cannot be read at collection time is not recorded (a
 //     partial read keeps the bytes that could be read); register blocks
 //     record the tracepoint's address as the PC, like gdbserver's stop_pc.
+//   - Memory an expression dereferences but cannot read reads as zero
+//     (gdbserver ignores those read errors too); an expression that fails
+//     otherwise (division by zero, stack overflow) stops the run with
+//     terror, its text naming the condition or action.
 //   - M actions honour their base register (gdbserver ignores it).
+//   - Redefining a known location (same number and address) replaces its
+//     definition: gdb re-sends a running experiment's locations when it
+//     re-sets breakpoints after a shared library loads, which gdbserver
+//     answers with an error.
+//   - qTStatus ends after the notes field (gdbserver appends a stray ':').
 //   - Trace state variable 1 is $trace_timestamp, predefined, whose value
 //     is the wall-clock time in microseconds.
 //   - qTP answers in hex as the manual says (gdbserver answers decimal).

@@ -24,16 +24,15 @@ type hitState struct {
 	chunk []byte
 }
 
-// ReadMemory implements agentexpr.Memory on the hitting thread.
+// ReadMemory implements agentexpr.Memory on the hitting thread. Bytes
+// that cannot be read read as zero: like gdbserver, whose ref opcodes
+// ignore read errors, an unreadable dereference (a NULL pointer in
+// "collect p->x" or in a condition) neither fails the expression nor
+// stops the run.
 func (h *hitState) ReadMemory(addr uint64, buf []byte) error {
-	n, err := h.ctx.ReadMemory(addr, buf)
-	if n == len(buf) {
-		return nil
-	}
-	if err == nil {
-		err = errors.New("short read")
-	}
-	return fmt.Errorf("%w: %d bytes at %#x: %w", agentexpr.ErrUnreadable, len(buf), addr, err)
+	n, _ := h.ctx.ReadMemory(addr, buf)
+	clear(buf[max(n, 0):])
+	return nil
 }
 
 // Register implements agentexpr.Registers.
@@ -251,6 +250,7 @@ func (e *Engine) stepLocked(tp *Tracepoint, ctx HitContext, step int) []*Tracepo
 	h.regs = h.regBlock(regs, 0, false)
 	h.env = agentexpr.Env{Mem: h, Regs: h, TSV: h}
 	h.frame = e.buf.NewFrame(tp.Num)
+	h.frame.SetFallbackPC(tp.Addr) // like gdbserver's get_traceframe_address
 	if removed, failed := e.collectLocked(tp, tp.StepActions); failed {
 		return removed
 	}

@@ -246,15 +246,26 @@ func TestReadOnlyRangesAndUnavailable(t *testing.T) {
 	}
 }
 
+func TestUnreadableConditionReadsZero(t *testing.T) {
+	e, p, _ := newTestEngine(t)
+	// Condition: *(u32*)0x10 == 0 — unmapped memory reads as zero.
+	mustOK(t, e, "QTinit", "QTDP:4:"+hexAddr(addrWork)+":E:0:0:X7,22101922001327", "QTStart")
+	tp := findTracepoint(t, e, 4)
+	e.Hit(tp, p.thread)
+	if !e.Running() || tp.Hits != 1 {
+		t.Errorf("unreadable condition memory: running %v, hits %d; want running, 1", e.Running(), tp.Hits)
+	}
+}
+
 func TestConditionErrorStopsWithTerror(t *testing.T) {
 	e, p, inst := newTestEngine(t)
-	// Condition: *(u32*)0x10 — unmapped memory.
-	mustOK(t, e, "QTinit", "QTDP:4:"+hexAddr(addrWork)+":E:0:0:X4,22101927", "QTStart")
+	// Condition: 1 / 0.
+	mustOK(t, e, "QTinit", "QTDP:4:"+hexAddr(addrWork)+":E:0:0:X6,220122000527", "QTStart")
 	tp := findTracepoint(t, e, 4)
 	e.Hit(tp, p.thread)
 	status := send(t, e, "qTStatus")
 	if e.Running() || !strings.Contains(status, ";terror:") || !strings.Contains(status, ":4;tframes:0") || inst.count() != 0 || tp.Hits != 0 {
-		t.Errorf("after an unreadable condition: running %v, %q, hits %d", e.Running(), status, tp.Hits)
+		t.Errorf("after a condition dividing by zero: running %v, %q, hits %d", e.Running(), status, tp.Hits)
 	}
 	reason := strings.Split(strings.TrimPrefix(status, "T0;terror:"), ":")[0]
 	if msg, err := hex.DecodeString(reason); err != nil || !strings.Contains(string(msg), "condition") {
