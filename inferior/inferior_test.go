@@ -1,0 +1,1038 @@
+package inferior
+
+import (
+	"bufio"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"gotpstub/tdesc"
+)
+
+var (
+	progOnce sync.Once
+	progPath string
+	progErr  error
+	progDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if progDir != "" {
+		os.RemoveAll(progDir)
+	}
+	os.Exit(code)
+}
+
+// testProgram builds testdata/prog.c once (skipping without gcc).
+func testProgram(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("gcc not installed")
+	}
+	progOnce.Do(func() {
+		progDir, progErr = os.MkdirTemp("", "inferior-test")
+		if progErr != nil {
+			return
+		}
+		progPath = filepath.Join(progDir, "prog")
+		out, err := exec.Command("gcc", "-g", "-O1", "-pthread", "-o", progPath, "testdata/prog.c").CombinedOutput()
+		if err != nil {
+			progErr = fmt.Errorf("gcc: %v\n%s", err, out)
+		}
+	})
+	if progErr != nil {
+		t.Fatal(progErr)
+	}
+	return progPath
+}
+
+// launch starts the test program in the given mode and arranges cleanup.
+func launch(t *testing.T, mode string) *Process {
+	t.Helper()
+	prog := testProgram(t)
+	p, err := Launch(LaunchOptions{Path: prog, Args: []string{prog, mode}})
+	if err != nil {
+		t.Fatalf("Launch: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = p.Kill()
+		p.Close()
+	})
+	return p
+}
+
+// wait calls p.Wait with a time limit.
+func wait(t *testing.T, p *Process) StopEvent {
+	t.Helper()
+	type result struct {
+		ev  StopEvent
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		ev, err := p.Wait()
+		ch <- result{ev, err}
+	}()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatalf("Wait: %v", r.err)
+		}
+		return r.ev
+	case <-time.After(20 * time.Second):
+		t.Fatal("Wait did not return within 20s")
+	}
+	return StopEvent{}
+}
+
+func resumeAll(t *testing.T, p *Process) {
+	t.Helper()
+	if err := p.Resume([]Action{{Tid: -1}}); err != nil {
+		t.Fatalf("Resume: %v", err)
+	}
+}
+
+// loadBias returns where the program's ELF file is mapped (PIE).
+func loadBias(t *testing.T, p *Process) uint64 {
+	t.Helper()
+	exe, err := p.ExePath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", p.Pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 6 && fields[5] == exe && fields[2] == "00000000" {
+			lo, _, _ := strings.Cut(fields[0], "-")
+			v, err := strconv.ParseUint(lo, 16, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("%s not in the maps of %d", exe, p.Pid())
+	return 0
+}
+
+// symbol returns the run-time address of a symbol of the test program.
+func symbol(t *testing.T, p *Process, name string) uint64 {
+	t.Helper()
+	f, err := elf.Open(testProgram(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bias := uint64(0)
+	if f.Type == elf.ET_DYN {
+		bias = loadBias(t, p)
+	}
+	for _, s := range syms {
+		if s.Name == name {
+			return s.Value + bias
+		}
+	}
+	t.Fatalf("no symbol %s", name)
+	return 0
+}
+
+// runToMain lets the dynamic loader finish by stopping at main.
+func runToMain(t *testing.T, p *Process) {
+	t.Helper()
+	main := symbol(t, p, "main")
+	if err := p.InsertBreakpoint(SoftwareBreakpoint, main, 1); err != nil {
+		t.Fatal(err)
+	}
+	resumeAll(t, p)
+	ev := wait(t, p)
+	if ev.Kind != SignalStop || ev.Reason != "swbreak" {
+		t.Fatalf("running to main: %+v", ev)
+	}
+	if err := p.RemoveBreakpoint(SoftwareBreakpoint, main, 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func pc(t *testing.T, p *Process, tid int) uint64 {
+	t.Helper()
+	r, err := p.Registers(tid)
+	if err != nil {
+		t.Fatalf("Registers(%d): %v", tid, err)
+	}
+	return r.Uint64(tdesc.RIP)
+}
+
+func TestLaunchExitCode(t *testing.T) {
+	tests := []struct {
+		mode string
+		code int
+	}{
+		{"exit", 42}, {"bp", 6}, {"threads", 50}, {"signal", 7},
+	}
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			p := launch(t, tt.mode)
+			if p.Attached() {
+				t.Error("launched process claims to be attached")
+			}
+			if got := p.Threads(); len(got) != 1 || got[0] != p.Pid() {
+				t.Errorf("threads at start %v, want [%d]", got, p.Pid())
+			}
+			for {
+				resumeAll(t, p)
+				ev := wait(t, p)
+				if ev.Kind == SignalStop && ev.Signal != int(unix.SIGTRAP) {
+					// pass signals on, like gdb does by default
+					if err := p.Resume([]Action{{Tid: ev.Tid, Signal: ev.Signal}, {Tid: -1}}); err != nil {
+						t.Fatal(err)
+					}
+					ev = wait(t, p)
+				}
+				if ev.Kind == Exited {
+					if ev.ExitCode != tt.code {
+						t.Errorf("exit code %d, want %d", ev.ExitCode, tt.code)
+					}
+					return
+				}
+				if ev.Kind != SignalStop {
+					t.Fatalf("unexpected event %+v", ev)
+				}
+			}
+		})
+	}
+}
+
+func TestLaunchStopsAtEntry(t *testing.T) {
+	p := launch(t, "exit")
+	regs, err := p.Registers(p.Pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// At the exec stop the pc is the dynamic loader's entry point, AT_ENTRY
+	// of the interpreter; the stack pointer is at argc.
+	auxv, err := p.Auxv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var base uint64
+	for i := 0; i+16 <= len(auxv); i += 16 {
+		if binary.LittleEndian.Uint64(auxv[i:]) == 7 { // AT_BASE
+			base = binary.LittleEndian.Uint64(auxv[i+8:])
+		}
+	}
+	rip := regs.Uint64(tdesc.RIP)
+	if base == 0 || rip < base || rip > base+0x100000 {
+		t.Errorf("rip %#x not in the dynamic loader at %#x", rip, base)
+	}
+	var argc [8]byte
+	if _, err := p.ReadMemory(regs.Uint64(tdesc.RSP), argc[:]); err != nil {
+		t.Fatal(err)
+	}
+	if n := binary.LittleEndian.Uint64(argc[:]); n != 2 {
+		t.Errorf("argc on the stack %d, want 2", n)
+	}
+	if exe, err := p.ExePath(); err != nil || exe != testProgram(t) {
+		t.Errorf("ExePath %q, %v", exe, err)
+	}
+}
+
+func TestBreakpointStepOverAndExit(t *testing.T) {
+	p := launch(t, "bp")
+	runToMain(t, p)
+	hit := symbol(t, p, "hit")
+	var orig [4]byte
+	if _, err := p.ReadMemory(hit, orig[:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.InsertBreakpoint(SoftwareBreakpoint, hit, 1); err != nil {
+		t.Fatal(err)
+	}
+	// The int3 is invisible to ReadMemory.
+	var shown [4]byte
+	if _, err := p.ReadMemory(hit, shown[:]); err != nil || shown != orig {
+		t.Errorf("ReadMemory over a breakpoint: % x (%v), want % x", shown, err, orig)
+	}
+	for i := 1; i <= 3; i++ {
+		resumeAll(t, p)
+		ev := wait(t, p)
+		if ev.Kind != SignalStop || ev.Signal != int(unix.SIGTRAP) || ev.Reason != "swbreak" || ev.Tid != p.Pid() {
+			t.Fatalf("hit %d: event %+v", i, ev)
+		}
+		regs, err := p.Registers(ev.Tid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := regs.Uint64(tdesc.RIP); got != hit {
+			t.Fatalf("hit %d: pc %#x, want %#x", i, got, hit)
+		}
+		if got := regs.Uint64(tdesc.RDI); got != uint64(i) {
+			t.Errorf("hit %d: argument %d", i, got)
+		}
+	}
+	// Single-step off the breakpoint: one instruction, reason "".
+	if err := p.Resume([]Action{{Tid: p.Pid(), Step: true}}); err != nil {
+		t.Fatal(err)
+	}
+	ev := wait(t, p)
+	if ev.Kind != SignalStop || ev.Signal != int(unix.SIGTRAP) || ev.Reason != "" {
+		t.Fatalf("step: %+v", ev)
+	}
+	if got := pc(t, p, p.Pid()); got == hit || got > hit+16 {
+		t.Errorf("after one step pc %#x (breakpoint at %#x)", got, hit)
+	}
+	if err := p.RemoveBreakpoint(SoftwareBreakpoint, hit, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.readRawForTest(hit, shown[:]); err != nil || shown != orig {
+		t.Errorf("memory after removal % x, want % x", shown, orig)
+	}
+	resumeAll(t, p)
+	if ev := wait(t, p); ev.Kind != Exited || ev.ExitCode != 6 {
+		t.Errorf("end: %+v", ev)
+	}
+	if _, err := p.Registers(p.Pid()); err == nil {
+		t.Error("Registers after exit succeeded")
+	}
+	if err := p.Resume([]Action{{Tid: -1}}); !errors.Is(err, ErrExited) {
+		t.Errorf("Resume after exit: %v", err)
+	}
+}
+
+// readRawForTest reads memory without hiding breakpoints.
+func (p *Process) readRawForTest(addr uint64, buf []byte) (int, error) {
+	var n int
+	err := p.do(func() error {
+		var err error
+		n, err = p.readRaw(addr, buf)
+		return err
+	})
+	return n, err
+}
+
+func TestMemory(t *testing.T) {
+	p := launch(t, "bp")
+	buffer := symbol(t, p, "buffer")
+	got := make([]byte, 15)
+	if n, err := p.ReadMemory(buffer, got); err != nil || n != 15 || string(got) != "hello, inferior" {
+		t.Fatalf("read %q (%d, %v)", got, n, err)
+	}
+	if err := p.WriteMemory(buffer+7, []byte("world!!!")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.ReadMemory(buffer, got); err != nil || string(got) != "hello, world!!!" {
+		t.Errorf("after write %q, %v", got, err)
+	}
+	// Text is read-only for the program but writable for us.
+	hit := symbol(t, p, "hit")
+	var code [2]byte
+	if _, err := p.ReadMemory(hit, code[:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WriteMemory(hit, []byte{0x90, 0x90}); err != nil {
+		t.Fatalf("writing text: %v", err)
+	}
+	var check [2]byte
+	if _, err := p.ReadMemory(hit, check[:]); err != nil || check != [2]byte{0x90, 0x90} {
+		t.Errorf("text after write % x, %v", check, err)
+	}
+	// Writing over a breakpoint updates the saved byte, keeps the int3.
+	if err := p.InsertBreakpoint(SoftwareBreakpoint, hit, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WriteMemory(hit, code[:]); err != nil {
+		t.Fatal(err)
+	}
+	var raw [2]byte
+	if _, err := p.readRawForTest(hit, raw[:]); err != nil || raw[0] != 0xcc || raw[1] != code[1] {
+		t.Errorf("raw memory % x, want cc %02x", raw, code[1])
+	}
+	if _, err := p.ReadMemory(hit, check[:]); err != nil || check != code {
+		t.Errorf("shown memory % x, want % x", check, code)
+	}
+	if err := p.RemoveBreakpoint(SoftwareBreakpoint, hit, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.readRawForTest(hit, raw[:]); err != nil || raw != code {
+		t.Errorf("after removal % x, want % x", raw, code)
+	}
+
+	unmapped := []struct {
+		name string
+		addr uint64
+	}{
+		{"null page", 0},
+		{"kernel", 0xffffffffff600000 - 0x1000000},
+		{"wrap", ^uint64(0) - 3},
+	}
+	for _, u := range unmapped {
+		buf := make([]byte, 8)
+		if n, err := p.ReadMemory(u.addr, buf); err == nil || n != 0 {
+			t.Errorf("%s: read %d bytes, err %v", u.name, n, err)
+		}
+		if err := p.WriteMemory(u.addr, buf); err == nil {
+			t.Errorf("%s: write succeeded", u.name)
+		}
+	}
+	// A read running off the end of a mapping is partial.
+	maps, err := readMaps(p.Pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(maps); i++ {
+		if maps[i].end < maps[i+1].start && maps[i].end-maps[i].start >= 16 {
+			buf := make([]byte, 32)
+			f, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", p.Pid()))
+			n, err := p.ReadMemory(maps[i].end-16, buf)
+			if n == 16 && err != nil {
+				return
+			}
+			if n == 0 {
+				continue // an unreadable mapping (guard page): try another
+			}
+			t.Fatalf("read across the end of a mapping: %d bytes, %v\n%s", n, err, f)
+		}
+	}
+}
+
+func TestRegistersRoundTrip(t *testing.T) {
+	p := launch(t, "bp")
+	runToMain(t, p)
+	tid := p.Pid()
+	r, err := p.Registers(tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range r.Valid {
+		if !v {
+			t.Errorf("register %s not valid", r.Layout.Regs[i].Name)
+		}
+	}
+	if r.Uint64(tdesc.CS) != 0x33 {
+		t.Errorf("cs = %#x, want 0x33", r.Uint64(tdesc.CS))
+	}
+	if r.Uint64(tdesc.FSBASE) == 0 {
+		t.Error("fs_base is 0 in a threaded program's main")
+	}
+	if m := r.Uint64(tdesc.MXCSR); m&0xffc0 != 0x1f80 {
+		t.Errorf("mxcsr %#x", m)
+	}
+	if r.Uint64(tdesc.FCTRL) != 0x37f {
+		t.Errorf("fctrl %#x", r.Uint64(tdesc.FCTRL))
+	}
+	// Change a general, an SSE and (with AVX) an AVX register.
+	w := r.Clone()
+	_ = w.SetUint64(tdesc.R12, 0x1122334455667788)
+	xmm := make([]byte, 16)
+	for i := range xmm {
+		xmm[i] = byte(i + 1)
+	}
+	_ = w.Set(tdesc.XMM0+3, xmm)
+	if w.Layout.HasAVX {
+		_ = w.Set(tdesc.YMM0H+5, xmm)
+	}
+	st := []byte{0, 0, 0, 0, 0, 0, 0, 0x80, 0xff, 0x3f} // 1.0
+	_ = w.Set(tdesc.ST0+7, st)
+	if err := p.SetRegisters(tid, w); err != nil {
+		t.Fatal(err)
+	}
+	back, err := p.Registers(tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []int{tdesc.R12, tdesc.XMM0 + 3, tdesc.ST0 + 7, tdesc.RIP, tdesc.RSP}
+	if w.Layout.HasAVX {
+		checks = append(checks, tdesc.YMM0H+5)
+	}
+	for _, n := range checks {
+		if string(back.Get(n)) != string(w.Get(n)) {
+			t.Errorf("%s: wrote % x, read % x", w.Layout.Regs[n].Name, w.Get(n), back.Get(n))
+		}
+	}
+	if _, err := p.Registers(12345678); !errors.Is(err, ErrNoThread) {
+		t.Errorf("Registers of a bogus thread: %v", err)
+	}
+}
+
+func TestThreadsBreakpoint(t *testing.T) {
+	p := launch(t, "threads")
+	runToMain(t, p)
+	hit := symbol(t, p, "hit")
+	if err := p.InsertBreakpoint(SoftwareBreakpoint, hit, 1); err != nil {
+		t.Fatal(err)
+	}
+	hits := map[int]int{}
+	seenThreads := map[int]bool{}
+	sum := uint64(0)
+	for {
+		resumeAll(t, p)
+		ev := wait(t, p)
+		if ev.Kind == Exited {
+			if ev.ExitCode != 50 {
+				t.Errorf("exit code %d", ev.ExitCode)
+			}
+			break
+		}
+		if ev.Kind != SignalStop || ev.Reason != "swbreak" {
+			t.Fatalf("event %+v", ev)
+		}
+		r, err := p.Registers(ev.Tid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Uint64(tdesc.RIP) != hit {
+			t.Fatalf("thread %d stopped at %#x", ev.Tid, r.Uint64(tdesc.RIP))
+		}
+		sum += r.Uint64(tdesc.RDI)
+		hits[ev.Tid]++
+		for _, tid := range p.Threads() {
+			seenThreads[tid] = true
+		}
+		if n := len(hits); n > 4 {
+			t.Fatalf("hits from %d threads", n)
+		}
+	}
+	total := 0
+	for _, n := range hits {
+		total += n
+		if n != 5 {
+			t.Errorf("per-thread hits %v, want 5 each", hits)
+			break
+		}
+	}
+	if total != 20 || sum != 50 {
+		t.Errorf("%d hits summing to %d, want 20 and 50", total, sum)
+	}
+	if len(seenThreads) < 5 {
+		t.Errorf("saw %d threads, want at least 5", len(seenThreads))
+	}
+}
+
+func TestSignalReportedThenDelivered(t *testing.T) {
+	p := launch(t, "signal")
+	resumeAll(t, p)
+	ev := wait(t, p)
+	if ev.Kind != SignalStop || ev.Signal != int(unix.SIGUSR1) {
+		t.Fatalf("event %+v, want SIGUSR1", ev)
+	}
+	if err := p.Resume([]Action{{Tid: ev.Tid, Signal: ev.Signal}}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := wait(t, p); ev.Kind != Exited || ev.ExitCode != 7 {
+		t.Errorf("end %+v, want exit 7 (handler ran)", ev)
+	}
+}
+
+func TestSignalSuppressed(t *testing.T) {
+	p := launch(t, "signal")
+	resumeAll(t, p)
+	if ev := wait(t, p); ev.Signal != int(unix.SIGUSR1) {
+		t.Fatalf("event %+v", ev)
+	}
+	resumeAll(t, p) // no signal: the handler never runs
+	if ev := wait(t, p); ev.Kind != Exited || ev.ExitCode != 8 {
+		t.Errorf("end %+v, want exit 8", ev)
+	}
+}
+
+func TestWatchpoint(t *testing.T) {
+	p := launch(t, "watch")
+	runToMain(t, p)
+	watched := symbol(t, p, "watched")
+	if err := p.InsertBreakpoint(ReadWatchpoint, watched, 8); !errors.Is(err, ErrUnsupported) {
+		t.Errorf("read watchpoint: %v, want ErrUnsupported", err)
+	}
+	if err := p.InsertBreakpoint(WriteWatchpoint, watched, 8); err != nil {
+		t.Fatal(err)
+	}
+	resumeAll(t, p)
+	ev := wait(t, p)
+	if ev.Kind != SignalStop || ev.Reason != "watch" || ev.WatchAddr != watched {
+		t.Fatalf("event %+v, want watch at %#x", ev, watched)
+	}
+	var v [8]byte
+	if _, err := p.ReadMemory(watched, v[:]); err != nil || binary.LittleEndian.Uint64(v[:]) != 0x1234 {
+		t.Errorf("watched = % x, %v", v, err)
+	}
+	if err := p.RemoveBreakpoint(WriteWatchpoint, watched, 8); err != nil {
+		t.Fatal(err)
+	}
+	resumeAll(t, p)
+	if ev := wait(t, p); ev.Kind != Exited || ev.ExitCode != 0x34 {
+		t.Errorf("end %+v", ev)
+	}
+}
+
+func TestHardwareBreakpoint(t *testing.T) {
+	p := launch(t, "bp")
+	runToMain(t, p)
+	hit := symbol(t, p, "hit")
+	if err := p.InsertBreakpoint(HardwareBreakpoint, hit, 1); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 3; i++ {
+		resumeAll(t, p)
+		ev := wait(t, p)
+		if ev.Kind != SignalStop || ev.Reason != "hwbreak" {
+			t.Fatalf("hit %d: %+v", i, ev)
+		}
+		if got := pc(t, p, ev.Tid); got != hit {
+			t.Fatalf("hit %d: pc %#x, want %#x", i, got, hit)
+		}
+	}
+	if err := p.RemoveBreakpoint(HardwareBreakpoint, hit, 1); err != nil {
+		t.Fatal(err)
+	}
+	resumeAll(t, p)
+	if ev := wait(t, p); ev.Kind != Exited || ev.ExitCode != 6 {
+		t.Errorf("end %+v", ev)
+	}
+}
+
+func TestDebugRegisterExhaustion(t *testing.T) {
+	p := launch(t, "bp")
+	watched := symbol(t, p, "watched")
+	// 8 aligned bytes take one register; 4 regions take all four.
+	for i := uint64(0); i < 4; i++ {
+		if err := p.InsertBreakpoint(AccessWatchpoint, watched+64*i, 8); err != nil {
+			t.Fatalf("watchpoint %d: %v", i, err)
+		}
+	}
+	if err := p.InsertBreakpoint(WriteWatchpoint, watched+1024, 1); !errors.Is(err, ErrNoDebugRegister) {
+		t.Errorf("fifth: %v, want ErrNoDebugRegister", err)
+	}
+	if err := p.RemoveBreakpoint(AccessWatchpoint, watched+64, 8); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.InsertBreakpoint(WriteWatchpoint, watched+1024, 1); err != nil {
+		t.Errorf("after freeing one: %v", err)
+	}
+}
+
+func TestAttachDetach(t *testing.T) {
+	prog := testProgram(t)
+	cmd := exec.Command(prog, "sleep")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	// Wait until its second thread exists.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		tids, _ := taskTids(cmd.Process.Pid)
+		if len(tids) >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the program did not start its thread")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	p, err := Attach(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if !p.Attached() {
+		t.Error("Attached() false")
+	}
+	tids := p.Threads()
+	if len(tids) != 2 || tids[0] != cmd.Process.Pid {
+		t.Fatalf("threads %v", tids)
+	}
+	for _, tid := range tids {
+		if st := threadState(cmd.Process.Pid, tid); st != 't' {
+			t.Errorf("thread %d state %c, want t (traced)", tid, st)
+		}
+	}
+	if name := p.ThreadName(tids[0]); name != "prog" {
+		t.Errorf("thread name %q", name)
+	}
+	counter := symbol(t, p, "counter")
+	read := func() uint32 {
+		var b [4]byte
+		if _, err := p.ReadMemory(counter, b[:]); err != nil {
+			t.Fatal(err)
+		}
+		return binary.LittleEndian.Uint32(b[:])
+	}
+	before := read()
+	time.Sleep(20 * time.Millisecond)
+	if after := read(); after != before {
+		t.Errorf("counter moved while attached: %d → %d", before, after)
+	}
+	// A breakpoint inserted and left in place is removed by Detach.
+	hit := symbol(t, p, "main")
+	if err := p.InsertBreakpoint(SoftwareBreakpoint, hit, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	code, err := os.ReadFile(fmt.Sprintf("/proc/%d/mem", cmd.Process.Pid))
+	_ = code
+	_ = err
+	// The program runs on: its counter advances, nobody traces it.
+	deadline = time.Now().Add(5 * time.Second)
+	for {
+		st := threadState(cmd.Process.Pid, cmd.Process.Pid)
+		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+		if (st == 'S' || st == 'R') && strings.Contains(string(status), "TracerPid:\t0\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after detach: state %c\n%s", st, status)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestInterrupt(t *testing.T) {
+	p := launch(t, "spin")
+	resumeAll(t, p)
+	time.Sleep(50 * time.Millisecond)
+	p.Interrupt()
+	ev := wait(t, p)
+	if ev.Kind != SignalStop || ev.Signal != int(unix.SIGINT) || ev.Tid != p.Pid() {
+		t.Fatalf("event %+v, want SIGINT on %d", ev, p.Pid())
+	}
+	// The stop is real: the counter does not move.
+	counter := symbol(t, p, "counter")
+	var a, b [4]byte
+	_, _ = p.ReadMemory(counter, a[:])
+	time.Sleep(20 * time.Millisecond)
+	_, _ = p.ReadMemory(counter, b[:])
+	if a != b || binary.LittleEndian.Uint32(a[:]) == 0 {
+		t.Errorf("counter %x then %x", a, b)
+	}
+	// Resuming without the signal runs on; interrupt again.
+	resumeAll(t, p)
+	time.Sleep(20 * time.Millisecond)
+	p.Interrupt()
+	if ev := wait(t, p); ev.Signal != int(unix.SIGINT) {
+		t.Fatalf("second interrupt %+v", ev)
+	}
+	// Interrupt while stopped does nothing.
+	p.Interrupt()
+	if err := p.InsertBreakpoint(SoftwareBreakpoint, symbol(t, p, "main"), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Resume([]Action{{Tid: p.Pid(), Step: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := wait(t, p); ev.Signal != int(unix.SIGTRAP) || ev.Reason != "" {
+		t.Errorf("step after stopped interrupt: %+v", ev)
+	}
+}
+
+func TestKill(t *testing.T) {
+	p := launch(t, "threads")
+	runToMain(t, p)
+	resumeAll(t, p)
+	done := make(chan StopEvent, 1)
+	go func() {
+		ev, _ := p.Wait()
+		done <- ev
+	}()
+	time.Sleep(10 * time.Millisecond)
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ev := <-done:
+		if ev.Kind != Killed && ev.Kind != Exited {
+			t.Errorf("Wait after Kill: %+v", ev)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Wait did not return after Kill")
+	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d/status", p.Pid())); err == nil {
+		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
+		t.Errorf("process still there after Kill:\n%s", st)
+	}
+	if _, err := p.ReadMemory(0x1000, make([]byte, 4)); err == nil {
+		t.Error("ReadMemory after Kill succeeded")
+	}
+	p.Close()
+	if err := p.Resume([]Action{{Tid: -1}}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Resume after Close: %v", err)
+	}
+}
+
+func TestInternalTrapHookCounts(t *testing.T) {
+	p := launch(t, "tp")
+	runToMain(t, p)
+	site := symbol(t, p, "tp_nop")
+	var first [1]byte
+	if _, err := p.ReadMemory(site, first[:]); err != nil {
+		t.Fatal(err)
+	}
+	hits := 0
+	tids := map[int]bool{}
+	var hookErr error
+	p.SetTrapHook(func(s *Stopped) TrapAction {
+		hits++
+		tids[s.Tid()] = true
+		if s.PC() != site {
+			hookErr = fmt.Errorf("hook pc %#x, want %#x", s.PC(), site)
+		}
+		r, err := s.Registers()
+		if err != nil {
+			hookErr = err
+			return TrapReport
+		}
+		if r.Uint64(tdesc.RIP) != site || r.Uint64(tdesc.RDI) != 1 {
+			hookErr = fmt.Errorf("hook registers rip %#x rdi %d", r.Uint64(tdesc.RIP), r.Uint64(tdesc.RDI))
+		}
+		// Emulate the trapped nop, as a displaced-stepping hook would:
+		// the int3 never leaves memory, so no hit can be missed.
+		_ = r.SetUint64(tdesc.RIP, site+1)
+		if err := s.SetRegisters(r); err != nil {
+			hookErr = err
+		}
+		return TrapResume
+	})
+	if err := p.InsertInternalTrap(site); err != nil {
+		t.Fatal(err)
+	}
+	var shown [1]byte
+	if _, err := p.ReadMemory(site, shown[:]); err != nil || shown != first {
+		t.Errorf("internal trap visible: % x", shown)
+	}
+	resumeAll(t, p)
+	ev := wait(t, p)
+	if ev.Kind != Exited || ev.ExitCode != 400&0xff {
+		t.Fatalf("end %+v", ev)
+	}
+	if hookErr != nil {
+		t.Error(hookErr)
+	}
+	if hits != 400 {
+		t.Errorf("%d hits, want 400 (4 threads × 100)", hits)
+	}
+	if len(tids) < 2 {
+		t.Errorf("hits from %d threads", len(tids))
+	}
+}
+
+// TestInternalTrapWithGDBBreakpoint: a gdb breakpoint on an internal trap
+// is reported after the hook ran.
+func TestInternalTrapWithGDBBreakpoint(t *testing.T) {
+	p := launch(t, "bp")
+	runToMain(t, p)
+	hit := symbol(t, p, "hit")
+	hooked := 0
+	var userSeen []bool
+	p.SetTrapHook(func(s *Stopped) TrapAction {
+		hooked++
+		userSeen = append(userSeen, s.UserBreakpoint())
+		return TrapResume
+	})
+	if err := p.InsertInternalTrap(hit); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.InsertBreakpoint(SoftwareBreakpoint, hit, 1); err != nil {
+		t.Fatal(err)
+	}
+	resumeAll(t, p)
+	ev := wait(t, p)
+	if ev.Reason != "swbreak" || hooked != 1 {
+		t.Fatalf("event %+v after %d hook calls", ev, hooked)
+	}
+	if err := p.RemoveBreakpoint(SoftwareBreakpoint, hit, 1); err != nil {
+		t.Fatal(err)
+	}
+	resumeAll(t, p)
+	if ev := wait(t, p); ev.Kind != Exited || ev.ExitCode != 6 {
+		t.Fatalf("end %+v", ev)
+	}
+	if hooked != 3 || fmt.Sprint(userSeen) != "[true false false]" {
+		t.Errorf("hook ran %d times seeing gdb breakpoints %v, want 3 times [true false false]", hooked, userSeen)
+	}
+}
+
+func TestAllocateScratch(t *testing.T) {
+	p := launch(t, "bp")
+	runToMain(t, p)
+	hit := symbol(t, p, "hit")
+	before, _ := p.Registers(p.Pid())
+	addr, err := p.AllocateScratch(hit, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := int64(addr) - int64(hit)
+	if d < -(1<<31) || d > 1<<31 {
+		t.Errorf("scratch %#x too far from %#x", addr, hit)
+	}
+	// Write code there and run it: mov $0x2a,%eax ; int3
+	code := []byte{0xb8, 0x2a, 0, 0, 0, 0xcc}
+	if err := p.WriteMemory(addr, code); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := p.Registers(p.Pid())
+	if string(after.Data) != string(before.Data) {
+		t.Error("registers changed by the injected mmap")
+	}
+	r := after.Clone()
+	_ = r.SetUint64(tdesc.RIP, addr)
+	if err := p.SetRegisters(p.Pid(), r); err != nil {
+		t.Fatal(err)
+	}
+	resumeAll(t, p)
+	ev := wait(t, p)
+	if ev.Signal != int(unix.SIGTRAP) {
+		t.Fatalf("event %+v", ev)
+	}
+	got, _ := p.Registers(p.Pid())
+	if got.Uint64(tdesc.RAX)&0xffffffff != 0x2a || got.Uint64(tdesc.RIP) != addr+6 {
+		t.Errorf("rax %#x rip %#x", got.Uint64(tdesc.RAX), got.Uint64(tdesc.RIP))
+	}
+	// Put things back and finish.
+	if err := p.SetRegisters(p.Pid(), after); err != nil {
+		t.Fatal(err)
+	}
+	resumeAll(t, p)
+	if ev := wait(t, p); ev.Kind != Exited || ev.ExitCode != 6 {
+		t.Errorf("end %+v", ev)
+	}
+}
+
+func TestExec(t *testing.T) {
+	p := launch(t, "exec")
+	resumeAll(t, p)
+	ev := wait(t, p)
+	if !ev.Exec || ev.Signal != int(unix.SIGTRAP) {
+		t.Fatalf("event %+v, want an exec stop", ev)
+	}
+	resumeAll(t, p)
+	if ev := wait(t, p); ev.Kind != Exited || ev.ExitCode != 42 {
+		t.Errorf("end %+v", ev)
+	}
+}
+
+func TestLaunchOptions(t *testing.T) {
+	prog := testProgram(t)
+	if _, err := Launch(LaunchOptions{Path: "/nonexistent/program"}); err == nil {
+		t.Error("launching a missing program succeeded")
+	}
+	// A wrapper that execs the program: env sets a variable.
+	p, err := Launch(LaunchOptions{Path: prog, Args: []string{prog, "exit"}, Wrapper: []string{"env", "WRAPPED=1"}, DisableASLR: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	exe, _ := p.ExePath()
+	if exe != prog {
+		t.Errorf("after the wrapper the process runs %q", exe)
+	}
+	env, _ := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.Pid()))
+	if !strings.Contains(string(env), "WRAPPED=1") {
+		t.Error("the wrapper's environment did not reach the program")
+	}
+	pers, _ := os.ReadFile(fmt.Sprintf("/proc/%d/personality", p.Pid()))
+	if v, err := strconv.ParseUint(strings.TrimSpace(string(pers)), 16, 64); err != nil || v&addrNoRandomize == 0 {
+		t.Errorf("personality %q, want ADDR_NO_RANDOMIZE", pers)
+	}
+	resumeAll(t, p)
+	if ev := wait(t, p); ev.Kind != Exited || ev.ExitCode != 42 {
+		t.Errorf("end %+v", ev)
+	}
+}
+
+func TestFreeNear(t *testing.T) {
+	tests := []struct {
+		name   string
+		maps   []mapping
+		near   uint64
+		length uint64
+		want   uint64
+		ok     bool
+	}{
+		{"gap right after", []mapping{{0x400000, 0x401000}, {0x500000, 0x501000}}, 0x401800, 0x1000, 0x401000, true},
+		{"gap before", []mapping{{0x400000, 0x600000}, {0x600000, 0x7ffffffff000}}, 0x500000, 0x1000, 0x3ff000, true},
+		{"free at near", nil, 0x12345000, 0x2000, 0x12345000, true},
+		{"nothing within reach", []mapping{{0x10000, 0x7ffffffff000}}, 0x500000, 0x1000, 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := freeNear(tt.maps, tt.near, tt.length)
+		if ok != tt.ok || (ok && got != tt.want) {
+			t.Errorf("%s: %#x %v, want %#x %v", tt.name, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestWatchChunks(t *testing.T) {
+	tests := []struct {
+		addr uint64
+		size int
+		want []debugSlot
+	}{
+		{0x1000, 8, []debugSlot{{addr: 0x1000, length: 8}}},
+		{0x1001, 4, []debugSlot{{addr: 0x1001, length: 1}, {addr: 0x1002, length: 2}, {addr: 0x1004, length: 1}}},
+		{0x1004, 8, []debugSlot{{addr: 0x1004, length: 4}, {addr: 0x1008, length: 4}}},
+		{0x1000, 3, []debugSlot{{addr: 0x1000, length: 2}, {addr: 0x1002, length: 1}}},
+	}
+	for _, tt := range tests {
+		got := watchChunks(tt.addr, tt.size)
+		if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			t.Errorf("watchChunks(%#x, %d) = %v, want %v", tt.addr, tt.size, got, tt.want)
+		}
+	}
+}
+
+func TestX87Tags(t *testing.T) {
+	fx := make([]byte, 512)
+	binary.LittleEndian.PutUint16(fx[2:], 7<<11) // top = 7
+	fx[4] = 0x80 | 0x40                          // physical 7 and 6 in use
+	// st0 = physical 7: 1.0 (valid); st7 = physical 6: zero.
+	copy(fx[32:], []byte{0, 0, 0, 0, 0, 0, 0, 0x80, 0xff, 0x3f})
+	tag := fullTag(fx)
+	want := uint16(0x0fff) | 0<<14 | 1<<12
+	if tag != want {
+		t.Errorf("tag %#04x, want %#04x", tag, want)
+	}
+	if b := abridgedTag(tag); b != 0xc0 {
+		t.Errorf("abridged %#02x, want 0xc0", b)
+	}
+}
+
+func FuzzParseMaps(f *testing.F) {
+	f.Add("00400000-00401000 r-xp 00000000 08:01 123 /bin/x\n7ffd0000-7ffd1000 rw-p 00000000 00:00 0 [stack]\n")
+	f.Add("zz-1\n")
+	f.Add("")
+	f.Fuzz(func(t *testing.T, s string) {
+		maps, err := parseMaps(strings.NewReader(s))
+		if err != nil {
+			return
+		}
+		for _, m := range maps {
+			if m.end < m.start {
+				t.Fatalf("bad range %+v", m)
+			}
+		}
+		_, _ = freeNear(maps, 0x400000, 0x1000)
+	})
+}

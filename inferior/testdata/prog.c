@@ -1,0 +1,97 @@
+/* Test program for package inferior: argv[1] selects a scenario. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+volatile int counter;
+volatile long watched;
+volatile int got_usr1;
+char buffer[64] = "hello, inferior";
+
+__attribute__((noinline)) void hit(int n) { __atomic_fetch_add(&counter, n, __ATOMIC_SEQ_CST); }
+
+/* tp_nop labels a one-byte nop that tracepoint tests trap. */
+__attribute__((noinline)) void tp_site(int n) {
+	__asm__ volatile(".globl tp_nop\ntp_nop: nop");
+	__atomic_fetch_add(&counter, n, __ATOMIC_SEQ_CST);
+}
+
+static void on_usr1(int sig) { (void)sig; got_usr1 = 1; }
+
+static void *worker(void *arg) {
+	long id = (long)arg;
+	for (int i = 0; i < 5; i++) {
+		hit((int)id);
+	}
+	return NULL;
+}
+
+static void *tp_worker(void *arg) {
+	(void)arg;
+	for (int i = 0; i < 100; i++) {
+		tp_site(1);
+	}
+	return NULL;
+}
+
+static void *sleeper(void *arg) {
+	(void)arg;
+	for (;;) {
+		pause();
+	}
+	return NULL;
+}
+
+int main(int argc, char **argv) {
+	const char *mode = argc > 1 ? argv[1] : "exit";
+	if (strcmp(mode, "exit") == 0) {
+		return 42;
+	}
+	if (strcmp(mode, "bp") == 0) {
+		for (int i = 1; i <= 3; i++) {
+			hit(i);
+		}
+		return counter; /* 6 */
+	}
+	if (strcmp(mode, "threads") == 0 || strcmp(mode, "tp") == 0) {
+		pthread_t t[4];
+		for (long i = 0; i < 4; i++) {
+			pthread_create(&t[i], NULL, mode[0] == 't' && mode[1] == 'p' ? tp_worker : worker, (void *)(i + 1));
+		}
+		for (int i = 0; i < 4; i++) {
+			pthread_join(t[i], NULL);
+		}
+		return counter & 0xff;
+	}
+	if (strcmp(mode, "signal") == 0) {
+		signal(SIGUSR1, on_usr1);
+		raise(SIGUSR1);
+		return got_usr1 ? 7 : 8;
+	}
+	if (strcmp(mode, "watch") == 0) {
+		hit(1);
+		watched = 0x1234;
+		return (int)(watched & 0xff); /* 0x34 */
+	}
+	if (strcmp(mode, "sleep") == 0) {
+		pthread_t t;
+		pthread_create(&t, NULL, sleeper, NULL);
+		for (;;) {
+			counter++;
+			usleep(1000);
+		}
+	}
+	if (strcmp(mode, "spin") == 0) {
+		for (;;) {
+			counter++;
+		}
+	}
+	if (strcmp(mode, "exec") == 0) {
+		execl(argv[0], argv[0], "exit", (char *)NULL);
+		return 99;
+	}
+	return 100;
+}
