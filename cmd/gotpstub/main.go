@@ -1,0 +1,308 @@
+// Command gotpstub is a GDB remote-protocol stub for Linux, a drop-in
+// replacement for gdbserver whose speciality is tracepoints.
+//
+//	gotpstub [OPTIONS] COMM PROG [ARGS ...]
+//	gotpstub [OPTIONS] --attach COMM PID
+//	gotpstub [OPTIONS] --multi COMM
+//	gotpstub explain HEX
+//
+// COMM is [HOST]:PORT (TCP; an omitted host means loopback only unless
+// --listen-all is given), "stdio" or "-" (the stub's stdin/stdout), or a
+// path (a unix-domain socket).
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"gotpstub/server"
+)
+
+const version = "0.1.0"
+
+const usage = `Usage:	gotpstub [OPTIONS] COMM PROG [ARGS ...]
+	gotpstub [OPTIONS] --attach COMM PID
+	gotpstub [OPTIONS] --multi COMM
+	gotpstub explain HEX
+
+COMM may be HOST:PORT to listen for a TCP connection (":PORT" listens on
+the loopback interface only, unless --listen-all is given), '-' or 'stdio'
+to use stdin/stdout of gotpstub, or a path to listen on a unix socket.
+PROG is the executable program.  ARGS are arguments passed to inferior.
+PID is the process ID to attach to, when --attach is specified.
+
+Operating modes:
+
+  --attach              Attach to running process PID.
+  --multi               Start server without a specific program, and
+                        only quit when explicitly commanded.
+  --once                Exit after the first connection has closed.
+  --help                Print this message and then exit.
+  --version             Display version information and exit.
+
+Other options:
+
+  --wrapper WRAPPER --  Run WRAPPER to start new programs.
+  --disable-randomization
+                        Run PROG with address space randomization disabled.
+  --no-disable-randomization
+                        Don't disable address space randomization when
+                        starting PROG.
+  --startup-with-shell, --no-startup-with-shell
+                        Accepted for compatibility; PROG is always executed
+                        directly (no shell globbing or substitution).
+  --listen-all          With ":PORT", listen on every interface instead of
+                        loopback only.
+
+Debug options:
+
+  --debug               Enable general debugging output.
+  --remote-debug        Enable remote protocol debugging output.
+  --debug-file=FILE     Write debugging output to FILE.
+  --debug-format=OPTS   Accepted for compatibility.
+  --disable-packet=OPT1[,OPT2,...]
+                        Disable support for RSP packets or features.
+
+Subcommands:
+
+  explain HEX           Show an agent expression (as GDB sends it in QTDP),
+                        its optimised form and the generated machine code.
+`
+
+type options struct {
+	attach, multi, once, listenAll bool
+	debug, remoteDebug             bool
+	debugFile                      string
+	wrapper                        []string
+	disableRandomization           bool
+	disabled                       []string
+	comm                           string
+	rest                           []string
+}
+
+func parseArgs(args []string) (*options, error) {
+	o := &options{disableRandomization: true}
+	i := 0
+	for ; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "--") || a == "--" {
+			if o.comm == "" && a != "--" {
+				o.comm = a
+				// gdbserver accepts --attach after COMM as well.
+				if i+1 < len(args) && args[i+1] == "--attach" {
+					o.attach = true
+					i++
+				}
+				i++
+			}
+			break
+		}
+		switch {
+		case a == "--attach":
+			o.attach = true
+		case a == "--multi":
+			o.multi = true
+		case a == "--once":
+			o.once = true
+		case a == "--listen-all":
+			o.listenAll = true
+		case a == "--debug":
+			o.debug = true
+		case a == "--remote-debug":
+			o.remoteDebug = true
+		case a == "--event-loop-debug", strings.HasPrefix(a, "--debug-format="):
+		case strings.HasPrefix(a, "--debug-file="):
+			o.debugFile = strings.TrimPrefix(a, "--debug-file=")
+		case a == "--disable-randomization":
+			o.disableRandomization = true
+		case a == "--no-disable-randomization":
+			o.disableRandomization = false
+		case a == "--startup-with-shell", a == "--no-startup-with-shell":
+		case strings.HasPrefix(a, "--disable-packet="):
+			o.disabled = append(o.disabled, strings.Split(strings.TrimPrefix(a, "--disable-packet="), ",")...)
+		case a == "--wrapper":
+			i++
+			for ; i < len(args) && args[i] != "--"; i++ {
+				o.wrapper = append(o.wrapper, args[i])
+			}
+			if i == len(args) {
+				return nil, errors.New("--wrapper: missing terminating '--'")
+			}
+			if len(o.wrapper) == 0 {
+				return nil, errors.New("--wrapper: empty wrapper command")
+			}
+		default:
+			return nil, fmt.Errorf("unknown option %q", a)
+		}
+	}
+	if o.comm == "" {
+		return nil, errors.New("no COMM given")
+	}
+	o.rest = args[i:]
+	switch {
+	case o.attach && len(o.rest) != 1:
+		return nil, errors.New("--attach needs exactly one PID")
+	case o.multi && !o.attach && len(o.rest) > 0 && false:
+	case !o.multi && !o.attach && len(o.rest) == 0:
+		return nil, errors.New("no program specified")
+	}
+	return o, nil
+}
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	if len(args) > 0 && args[0] == "explain" {
+		return explain(args[1:])
+	}
+	for _, a := range args {
+		switch a {
+		case "--help":
+			fmt.Print(usage)
+			return 0
+		case "--version":
+			fmt.Printf("gotpstub %s\nA GDB remote stub (gdbserver replacement) for Linux, specialised in tracepoints.\n", version)
+			return 0
+		}
+		if !strings.HasPrefix(a, "--") {
+			break
+		}
+	}
+	o, err := parseArgs(args)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "gotpstub: %v\n\n%s", err, usage)
+		return 1
+	}
+	var logw io.Writer = os.Stderr
+	if o.debugFile != "" {
+		f, err := os.Create(o.debugFile)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "gotpstub: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		logw = f
+	}
+	cfg := server.Config{
+		Multi:                o.multi,
+		Once:                 o.once,
+		Wrapper:              o.wrapper,
+		DisableRandomization: o.disableRandomization,
+		DisabledPackets:      o.disabled,
+		Progress:             os.Stderr,
+	}
+	if o.debug {
+		cfg.Log = logw
+	}
+	if o.remoteDebug {
+		cfg.PacketLog = logw
+	}
+	srv := server.New(cfg)
+	// Ctrl-C on the stub's terminal belongs to the program (they share
+	// it), as with gdbserver: the stub itself ignores it.
+	signal.Ignore(syscall.SIGINT, syscall.SIGTTOU)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP)
+	go func() {
+		<-sigs
+		srv.Shutdown()
+		os.Exit(1)
+	}()
+
+	stdio := o.comm == "stdio" || o.comm == "-"
+	switch {
+	case o.attach:
+		pid, err := strconv.Atoi(o.rest[0])
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "gotpstub: bad PID %q\n", o.rest[0])
+			return 1
+		}
+		if err := srv.Attach(pid); err != nil {
+			fmt.Fprintf(os.Stderr, "Cannot attach to process %d: %v\nExiting\n", pid, err)
+			return 1
+		}
+	case len(o.rest) > 0:
+		if err := srv.Launch(o.rest); err != nil {
+			fmt.Fprintf(os.Stderr, "Cannot exec %s: %v.\nExiting\n", o.rest[0], err)
+			return 1
+		}
+	}
+	defer srv.Shutdown()
+
+	if stdio {
+		if err := srv.Serve(stdioConn{}); err != nil {
+			fmt.Fprintf(os.Stderr, "gotpstub: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	ln, err := listen(o.comm, o.listenAll)
+	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			fmt.Fprintf(os.Stderr, "Can't bind address: Address already in use.\n")
+		} else {
+			fmt.Fprintf(os.Stderr, "Can't open socket: %v.\n", err)
+		}
+		fmt.Fprintf(os.Stderr, "Exiting\n")
+		return 1
+	}
+	defer ln.Close()
+	for {
+		if a, ok := ln.Addr().(*net.TCPAddr); ok {
+			fmt.Fprintf(os.Stderr, "Listening on port %d\n", a.Port)
+		} else {
+			fmt.Fprintf(os.Stderr, "Listening on %s\n", ln.Addr())
+		}
+		c, err := ln.Accept()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "gotpstub: accept: %v\n", err)
+			return 1
+		}
+		if ra, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+			fmt.Fprintf(os.Stderr, "Remote debugging from host %s, port %d\n", ra.IP, ra.Port)
+		}
+		if err := srv.Serve(c); err != nil {
+			fmt.Fprintf(os.Stderr, "gotpstub: %v\n", err)
+		}
+		if srv.ExitRequested() || o.once {
+			return 0
+		}
+		if !o.multi && !srv.HasProcess() {
+			return 0
+		}
+		fmt.Fprintf(os.Stderr, "Remote side has terminated connection.  GDBserver will reopen the connection.\n")
+	}
+}
+
+// listen opens COMM: [HOST]:PORT for TCP, otherwise a unix socket path.
+func listen(comm string, all bool) (net.Listener, error) {
+	if host, port, err := net.SplitHostPort(comm); err == nil {
+		if _, err := strconv.Atoi(port); err == nil {
+			if host == "" && !all {
+				host = "127.0.0.1"
+			}
+			return net.Listen("tcp", net.JoinHostPort(host, port))
+		}
+	}
+	if strings.Contains(comm, "/") {
+		_ = os.Remove(comm)
+		return net.Listen("unix", comm)
+	}
+	return nil, fmt.Errorf("%q is neither HOST:PORT nor a socket path", comm)
+}
+
+// stdioConn speaks the protocol over the stub's stdin and stdout.
+type stdioConn struct{}
+
+func (stdioConn) Read(p []byte) (int, error)  { return os.Stdin.Read(p) }
+func (stdioConn) Write(p []byte) (int, error) { return os.Stdout.Write(p) }
+func (stdioConn) Close() error                { return nil }

@@ -1,0 +1,247 @@
+// Package server implements gdbserver's packet semantics on top of the
+// remote-protocol framing (rsp), process control (inferior) and the trace
+// engine (tracing). One Server serves one gdb connection at a time; the
+// process it controls outlives connections (reconnection, disconnected
+// tracing, --multi).
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	"golang.org/x/sys/cpu"
+
+	"gotpstub/hostio"
+	"gotpstub/inferior"
+	"gotpstub/rsp"
+	"gotpstub/tdesc"
+	"gotpstub/tracing"
+	"gotpstub/trapfallback"
+)
+
+// Config holds what the command line decided.
+type Config struct {
+	// Extended is true with --multi: gdb may use extended-remote (run,
+	// attach, kill, run again) and the stub outlives its process.
+	Multi bool
+	// Once: exit after the first connection closes.
+	Once bool
+	// Wrapper is the --wrapper command run before launched programs.
+	Wrapper []string
+	// DisableRandomization makes launched programs run without ASLR (gdbserver's default).
+	DisableRandomization bool
+	// DisabledPackets lists packet names disabled with --disable-packet.
+	DisabledPackets []string
+	// Log receives debug messages (--debug); nil disables them.
+	Log io.Writer
+	// PacketLog receives the packet log (--remote-debug); nil disables it.
+	PacketLog io.Writer
+	// Progress receives the lines gdbserver prints (process created, exit).
+	Progress io.Writer
+}
+
+// Server is the stub: one process (or none, in --multi mode) and the trace
+// experiment that lives with it.
+type Server struct {
+	cfg Config
+
+	mu       sync.Mutex // guards proc and exit state against the trace hit path
+	proc     *inferior.Process
+	attached bool
+	exited   bool // the process has exited; lastStop says how
+	lastStop inferior.StopEvent
+	haveStop bool
+	program  []string // argv used for the last launch (for vRun without args)
+
+	conn     *rsp.Conn
+	mux      *rsp.Mux
+	extended bool // gdb sent '!'
+	exitReq  bool // monitor exit
+
+	gThread, cThread int // Hg / Hc selections (0 = any, -1 = all)
+
+	env         *environment
+	workDir     string
+	passSignals map[int]bool
+	progSignals map[int]bool // nil = all signals go to the program
+
+	layout  *tdesc.Layout
+	trace   *tracing.Engine
+	traps   *trapfallback.Installer
+	files   *hostio.Server
+	xfer    map[string][]byte // documents being read in pieces, by object:annex
+	threadX []byte
+}
+
+// New returns a server with no process yet.
+func New(cfg Config) *Server {
+	if cfg.Progress == nil {
+		cfg.Progress = os.Stderr
+	}
+	s := &Server{
+		cfg:         cfg,
+		env:         newEnvironment(os.Environ()),
+		passSignals: map[int]bool{},
+		layout:      tdesc.AMD64Linux(cpu.X86.HasAVX),
+		files:       hostio.NewServer(),
+		xfer:        map[string][]byte{},
+	}
+	s.trace = tracing.NewEngine(tracing.Config{Layout: s.layout, Live: liveMemory{s}})
+	s.mux = s.buildMux()
+	return s
+}
+
+// liveMemory reads the current process's memory for the trace engine.
+type liveMemory struct{ s *Server }
+
+func (l liveMemory) ReadMemory(addr uint64, buf []byte) (int, error) {
+	p := l.s.proc
+	if p == nil {
+		return 0, errors.New("no process")
+	}
+	return p.ReadMemory(addr, buf)
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.cfg.Log != nil {
+		fmt.Fprintf(s.cfg.Log, "gotpstub: "+format+"\n", args...)
+	}
+}
+
+func (s *Server) progressf(format string, args ...any) {
+	fmt.Fprintf(s.cfg.Progress, format, args...)
+}
+
+// Launch starts argv as the debugged process, stopped at its first
+// instruction, and prints gdbserver's "Process ... created" line.
+func (s *Server) Launch(argv []string) error {
+	if len(argv) == 0 {
+		return errors.New("no program to run")
+	}
+	// Programs are executed directly, never through a shell (see README:
+	// QStartupWithShell is accepted but has no effect).
+	p, err := inferior.Launch(inferior.LaunchOptions{
+		Path:        argv[0],
+		Args:        argv,
+		Env:         s.env.list(),
+		Dir:         s.workDir,
+		Wrapper:     s.cfg.Wrapper,
+		DisableASLR: s.cfg.DisableRandomization,
+	})
+	if err != nil {
+		return fmt.Errorf("launching %s: %w", argv[0], err)
+	}
+	s.program = append([]string(nil), argv...)
+	s.setProcess(p, false)
+	s.progressf("Process %s created; pid = %d\n", argv[0], p.Pid())
+	return nil
+}
+
+// Attach takes control of a running process and all its threads.
+func (s *Server) Attach(pid int) error {
+	p, err := inferior.Attach(pid)
+	if err != nil {
+		return fmt.Errorf("attaching to %d: %w", pid, err)
+	}
+	s.setProcess(p, true)
+	s.progressf("Attached; pid = %d\n", pid)
+	return nil
+}
+
+func (s *Server) setProcess(p *inferior.Process, attached bool) {
+	s.mu.Lock()
+	s.proc = p
+	s.attached = attached
+	s.exited = false
+	s.haveStop = true
+	s.lastStop = inferior.StopEvent{Kind: inferior.SignalStop, Tid: p.Pid(), Signal: 5}
+	if attached {
+		s.lastStop.Signal = 19 // attach reports SIGSTOP like gdbserver
+	}
+	s.mu.Unlock()
+	s.gThread, s.cThread = 0, 0
+	s.xfer = map[string][]byte{}
+	s.traps = trapfallback.New(p, s.trace)
+	s.trace.SetInstaller(s.traps)
+}
+
+// HasProcess reports whether a live process is being debugged.
+func (s *Server) HasProcess() bool {
+	return s.proc != nil && !s.exited
+}
+
+// ExitRequested reports whether gdb asked the stub to exit (monitor exit).
+func (s *Server) ExitRequested() bool { return s.exitReq }
+
+// Serve handles one gdb connection until it closes. It returns nil when
+// the client went away or asked the stub to exit.
+func (s *Server) Serve(rw io.ReadWriteCloser) error {
+	s.conn = rsp.NewConn(rw)
+	if s.cfg.PacketLog != nil {
+		s.conn.SetLog(s.cfg.PacketLog)
+	}
+	defer s.conn.Close()
+	s.extended = false
+	for pkt := range s.conn.Incoming() {
+		if pkt.Interrupt {
+			continue // nothing is running: gdbserver ignores it too
+		}
+		if err := s.handle(pkt.Data); err != nil {
+			return err
+		}
+		if s.exitReq {
+			return nil
+		}
+	}
+	s.onDisconnect()
+	return nil
+}
+
+// onDisconnect does what gdbserver does when gdb vanishes.
+func (s *Server) onDisconnect() {
+	s.trace.OnDisconnect()
+	s.files.CloseAll()
+}
+
+// Shutdown kills a launched process or detaches from an attached one.
+func (s *Server) Shutdown() {
+	if s.proc == nil {
+		return
+	}
+	if s.trace.Running() {
+		s.trace.OnInferiorExit()
+	}
+	if !s.exited {
+		if s.attached {
+			if err := s.proc.Detach(); err != nil {
+				s.logf("detach: %v", err)
+			}
+		} else if err := s.proc.Kill(); err != nil {
+			s.logf("kill: %v", err)
+		}
+	}
+	s.proc.Close()
+	s.proc = nil
+}
+
+// handle answers one packet (and, for resumption packets, runs the
+// process until it stops and sends the stop reply).
+func (s *Server) handle(pkt []byte) error {
+	if isResume(pkt) {
+		return s.resume(pkt)
+	}
+	reply, ok := s.mux.Dispatch(pkt)
+	if !ok {
+		reply = []byte{}
+	}
+	if reply == nil {
+		return nil // the handler already replied (or must not reply)
+	}
+	if err := s.conn.Send(reply); err != nil {
+		return fmt.Errorf("sending reply: %w", err)
+	}
+	return nil
+}
