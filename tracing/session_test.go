@@ -343,3 +343,30 @@ func parseHex(t *testing.T, s string) uint64 {
 	}
 	return v
 }
+
+// BenchmarkHit measures one hit of the captured session's tracepoint 2
+// (condition, registers, memory, three expressions) in a circular buffer.
+func BenchmarkHit(b *testing.B) {
+	p := newProgram()
+	e := NewEngine(Config{Layout: p.layout, Installer: newFakeInstaller()})
+	for _, x := range readSession(b, "gdb13-gdbserver-session.txt") {
+		if strings.HasPrefix(x.packet, "QTDP:-2:") && strings.HasPrefix(x.packet[len("QTDP:-2:0000555555555140:"):], "S") {
+			continue // no while-stepping here
+		}
+		if x.packet == "QTStart" {
+			break
+		}
+		e.HandlePacket([]byte(x.packet))
+	}
+	mustOK(b, e, "QTBuffer:circular:1", "QTStart")
+	tp := findTracepoint(b, e, 2)
+	tp.StepCount, tp.PassCount = 0, 0
+	p.enterWork(5)
+	b.ReportAllocs()
+	for b.Loop() {
+		e.Hit(tp, p.thread)
+	}
+	if !e.Running() || tp.Hits < uint64(b.N) {
+		b.Fatalf("running %v, %d hits counted for %d", e.Running(), tp.Hits, b.N)
+	}
+}
