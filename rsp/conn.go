@@ -183,7 +183,9 @@ func checkFramable(payload []byte) error {
 // Send sends payload as a run-length encoded packet and, unless in no-ack
 // mode, waits for the peer's '+'. On '-' it retransmits, up to a bounded
 // number of times. It fails when the peer goes away, the connection is
-// closed, or the payload contains a raw '$' or '#'.
+// closed, or the payload contains a raw '$' or '#'. The payload is not
+// escaped: binary parts must already be escaped with EscapeBinary (a raw '*'
+// would be read by gdb as a run-length marker).
 func (c *Conn) Send(payload []byte) error {
 	if err := checkFramable(payload); err != nil {
 		return err
