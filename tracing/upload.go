@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"strings"
 
 	"gotpstub/frames"
 	"gotpstub/tdesc"
@@ -97,6 +98,7 @@ func (e *Engine) WriteTFile(w io.Writer) error {
 	e.mu.Lock()
 	h := frames.TFileHeader{
 		RegBlockSize: e.regBlockSize(),
+		TDesc:        e.tfileTDesc(),
 		Status:       e.statusLocked(),
 		TSVs:         e.tsvLinesLocked(),
 		Tracepoints:  e.definitionLinesLocked(),
@@ -192,5 +194,74 @@ func readOnlySpan(ro []roRange, addr uint64, n int) int {
 func putLE(b []byte, v uint64) {
 	for i := range b {
 		b[i] = byte(v >> (8 * i))
+	}
+}
+
+// maxXIncludeDepth bounds nested xi:includes, like gdb's.
+const maxXIncludeDepth = 20
+
+// tfileTDesc returns the target description as gdb's tsave writes it:
+// target.xml as the stub serves it with its xi:includes expanded the way
+// gdb's xml_process_xincludes does. Empty when the layout has none.
+func (e *Engine) tfileTDesc() string {
+	if e.layout == nil {
+		return ""
+	}
+	out, err := expandXIncludes(e.layout.XML, "target.xml", 0)
+	if err != nil {
+		return ""
+	}
+	return out
+}
+
+// expandXIncludes returns document annex from fetch as gdb's XInclude
+// processing rewrites it: the XML declaration dropped, the DOCTYPE dropped
+// from included documents, and every <xi:include href="..."/> replaced by
+// the processed included document. Everything else is kept verbatim.
+func expandXIncludes(fetch func(annex string) ([]byte, bool), annex string, depth int) (string, error) {
+	if depth > maxXIncludeDepth {
+		return "", fmt.Errorf("xi:include depth exceeds %d at %q", maxXIncludeDepth, annex)
+	}
+	raw, ok := fetch(annex)
+	if !ok {
+		return "", fmt.Errorf("no target description document %q", annex)
+	}
+	doc := string(raw)
+	if strings.HasPrefix(doc, "<?xml") {
+		if end := strings.Index(doc, "?>"); end >= 0 {
+			doc = doc[end+2:]
+		}
+	}
+	if depth > 0 {
+		if i := strings.Index(doc, "<!DOCTYPE"); i >= 0 {
+			if end := strings.IndexByte(doc[i:], '>'); end >= 0 {
+				doc = doc[:i] + doc[i+end+1:]
+			}
+		}
+	}
+	var b strings.Builder
+	for {
+		i := strings.Index(doc, "<xi:include")
+		if i < 0 {
+			b.WriteString(doc)
+			return b.String(), nil
+		}
+		end := strings.Index(doc[i:], "/>")
+		if end < 0 {
+			return "", fmt.Errorf("unterminated xi:include in %q", annex)
+		}
+		elem := doc[i : i+end]
+		_, href, ok := strings.Cut(elem, `href="`)
+		href, _, ok2 := strings.Cut(href, `"`)
+		if !ok || !ok2 {
+			return "", fmt.Errorf("xi:include without href in %q", annex)
+		}
+		inc, err := expandXIncludes(fetch, href, depth+1)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(doc[:i])
+		b.WriteString(inc)
+		doc = doc[i+end+2:]
 	}
 }
