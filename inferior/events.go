@@ -106,9 +106,21 @@ func (p *Process) resumeThread(t *thread) {
 	if p.stopping || !t.stopped || !t.resumed || p.hasPending(t.tid) || p.exitEvent != nil {
 		return
 	}
-	if err := p.rawResume(t, t.step, t.sig); err == nil {
-		t.sig = 0
+	sig := t.takeSignal()
+	if err := p.rawResume(t, t.step, sig); err != nil && sig != 0 {
+		t.sigQueue = append([]int{sig}, t.sigQueue...)
 	}
+}
+
+// takeSignal returns the signal to deliver at t's next real resumption.
+func (t *thread) takeSignal() int {
+	sig := t.sig
+	t.sig = 0
+	if sig == 0 && len(t.sigQueue) > 0 {
+		sig = t.sigQueue[0]
+		t.sigQueue = t.sigQueue[1:]
+	}
+	return sig
 }
 
 // rawResume continues or steps t with sig, writing stale debug registers
@@ -521,6 +533,7 @@ func (p *Process) resume(actions []Action) error {
 	p.runningFlag.Store(true)
 	p.dropStaleEvents()
 	if len(p.pending) > 0 {
+		p.deferSignals(toRun)
 		return nil
 	}
 	// Step threads off our breakpoints one at a time, the others stopped.
@@ -536,8 +549,7 @@ func (p *Process) resume(actions []Action) error {
 		if bp == nil || !bp.inserted {
 			continue
 		}
-		sig := t.sig
-		t.sig = 0
+		sig := t.takeSignal()
 		if err := p.stepOverBreakpoint(t, bp, sig); err != nil {
 			return fmt.Errorf("resume: stepping thread %d over the breakpoint at %#x: %w", t.tid, pc, err)
 		}
@@ -550,21 +562,33 @@ func (p *Process) resume(actions []Action) error {
 		}
 	}
 	if len(p.pending) > 0 {
+		p.deferSignals(toRun)
 		return nil
 	}
 	for _, t := range toRun {
 		if p.threads[t.tid] != t || !t.stopped {
 			continue
 		}
-		if err := p.rawResume(t, t.step, t.sig); err != nil {
+		sig := t.takeSignal()
+		if err := p.rawResume(t, t.step, sig); err != nil {
 			if errors.Is(err, unix.ESRCH) {
 				continue
 			}
 			return fmt.Errorf("resume: %w", err)
 		}
-		t.sig = 0
 	}
 	return nil
+}
+
+// deferSignals keeps the signals gdb asked to deliver to threads that
+// stay stopped (an event is queued) for their next real resumption.
+func (p *Process) deferSignals(threads []*thread) {
+	for _, t := range threads {
+		if t.sig != 0 {
+			t.sigQueue = append(t.sigQueue, t.sig)
+			t.sig = 0
+		}
+	}
 }
 
 // stepOverBreakpoint removes bp, single-steps t alone (delivering sig),
@@ -662,6 +686,9 @@ func (p *Process) Interrupt() {
 		return // one is already on its way
 	}
 	for _, tid := range p.Threads() {
+		if st := threadState(p.pid, tid); st == 'Z' || st == 'X' {
+			continue // an exited leader waiting for its threads never stops
+		}
 		if unix.Tgkill(p.pid, tid, unix.SIGSTOP) == nil {
 			p.intrTid = tid
 			return
@@ -721,6 +748,11 @@ func (p *Process) Detach() error {
 		for _, ev := range p.pending {
 			if ev.Kind == SignalStop && ev.Signal != int(unix.SIGSTOP) && ev.Signal != int(unix.SIGTRAP) && ev.Signal != int(unix.SIGINT) {
 				sigs[ev.Tid] = ev.Signal
+			}
+		}
+		for tid, t := range p.threads {
+			if _, ok := sigs[tid]; !ok && len(t.sigQueue) > 0 {
+				sigs[tid] = t.sigQueue[0]
 			}
 		}
 		p.pending = nil

@@ -1036,3 +1036,123 @@ func FuzzParseMaps(f *testing.F) {
 		_, _ = freeNear(maps, 0x400000, 0x1000)
 	})
 }
+
+func TestSignalsFromSeveralThreadsQueued(t *testing.T) {
+	p := launch(t, "sigthreads")
+	reports := 0
+	actions := []Action{{Tid: -1}}
+	for {
+		if err := p.Resume(actions); err != nil {
+			t.Fatal(err)
+		}
+		ev := wait(t, p)
+		if ev.Kind == Exited {
+			if ev.ExitCode != 4 {
+				t.Errorf("exit code %d, want 4 (every signal delivered once)", ev.ExitCode)
+			}
+			break
+		}
+		if ev.Kind != SignalStop || ev.Signal != int(unix.SIGUSR1) {
+			t.Fatalf("event %+v", ev)
+		}
+		reports++
+		// Deliver it to its thread; the others continue.
+		actions = []Action{{Tid: ev.Tid, Signal: ev.Signal}, {Tid: -1}}
+	}
+	if reports != 4 {
+		t.Errorf("%d SIGUSR1 reports, want 4", reports)
+	}
+}
+
+func TestLeaderExitsFirst(t *testing.T) {
+	p := launch(t, "leaderexit")
+	runToMain(t, p)
+	hit := symbol(t, p, "hit")
+	if err := p.InsertBreakpoint(SoftwareBreakpoint, hit, 1); err != nil {
+		t.Fatal(err)
+	}
+	hits := 0
+	for {
+		resumeAll(t, p)
+		ev := wait(t, p)
+		if ev.Kind == Exited {
+			if ev.ExitCode != 9 {
+				t.Errorf("exit code %d, want 9", ev.ExitCode)
+			}
+			break
+		}
+		if ev.Reason != "swbreak" || ev.Tid == p.Pid() {
+			t.Fatalf("event %+v", ev)
+		}
+		hits++
+		if hits == 3 {
+			if err := p.RemoveBreakpoint(SoftwareBreakpoint, hit, 1); err != nil {
+				t.Fatal(err)
+			}
+			// The leader is a zombie: interrupting must still stop the
+			// process (the other thread sleeps before exiting).
+			resumeAll(t, p)
+			p.Interrupt()
+			iev := wait(t, p)
+			if iev.Kind == Exited {
+				t.Log("the program exited before the interrupt")
+				break
+			}
+			if iev.Signal != int(unix.SIGINT) {
+				t.Fatalf("interrupt with a zombie leader: %+v", iev)
+			}
+		}
+	}
+	if hits != 3 {
+		t.Errorf("%d hits, want 3", hits)
+	}
+}
+
+func TestStepOneThreadOthersStopped(t *testing.T) {
+	p := launch(t, "threads")
+	runToMain(t, p)
+	hit := symbol(t, p, "hit")
+	if err := p.InsertBreakpoint(SoftwareBreakpoint, hit, 1); err != nil {
+		t.Fatal(err)
+	}
+	resumeAll(t, p)
+	ev := wait(t, p)
+	if ev.Reason != "swbreak" {
+		t.Fatalf("event %+v", ev)
+	}
+	// Step the thread at the breakpoint three times (vCont;s:tid): only
+	// it moves. Other threads' breakpoint hits queued meanwhile are
+	// reported first, without anything running.
+	for steps := 0; steps < 3; {
+		others := map[int]uint64{}
+		for _, tid := range p.Threads() {
+			if tid != ev.Tid {
+				others[tid] = pc(t, p, tid)
+			}
+		}
+		if err := p.Resume([]Action{{Tid: ev.Tid, Step: true}}); err != nil {
+			t.Fatal(err)
+		}
+		sev := wait(t, p)
+		if sev.Tid != ev.Tid {
+			if sev.Reason != "swbreak" || pc(t, p, sev.Tid) != hit {
+				t.Fatalf("while stepping %d: %+v", ev.Tid, sev)
+			}
+			continue
+		}
+		if sev.Signal != int(unix.SIGTRAP) || sev.Reason != "" {
+			t.Fatalf("step %d: %+v", steps, sev)
+		}
+		steps++
+		for tid, before := range others {
+			if p.Alive(tid) && pc(t, p, tid) != before {
+				t.Errorf("thread %d moved from %#x to %#x while another stepped", tid, before, pc(t, p, tid))
+			}
+		}
+	}
+	_ = p.RemoveBreakpoint(SoftwareBreakpoint, hit, 1)
+	resumeAll(t, p)
+	if ev := wait(t, p); ev.Kind != Exited || ev.ExitCode != 50 {
+		t.Errorf("end %+v", ev)
+	}
+}

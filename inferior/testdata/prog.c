@@ -19,7 +19,22 @@ __attribute__((noinline)) void tp_site(int n) {
 	__atomic_fetch_add(&counter, n, __ATOMIC_SEQ_CST);
 }
 
-static void on_usr1(int sig) { (void)sig; got_usr1 = 1; }
+static void on_usr1(int sig) { (void)sig; __atomic_fetch_add(&got_usr1, 1, __ATOMIC_SEQ_CST); }
+
+static void *self_signaller(void *arg) {
+	(void)arg;
+	pthread_kill(pthread_self(), SIGUSR1);
+	return NULL;
+}
+
+static void *late_exit(void *arg) {
+	(void)arg;
+	for (int i = 0; i < 3; i++) {
+		hit(1);
+	}
+	usleep(20000);
+	exit(9);
+}
 
 static void *worker(void *arg) {
 	long id = (long)arg;
@@ -70,6 +85,22 @@ int main(int argc, char **argv) {
 		signal(SIGUSR1, on_usr1);
 		raise(SIGUSR1);
 		return got_usr1 ? 7 : 8;
+	}
+	if (strcmp(mode, "sigthreads") == 0) {
+		pthread_t t[4];
+		signal(SIGUSR1, on_usr1);
+		for (int i = 0; i < 4; i++) {
+			pthread_create(&t[i], NULL, self_signaller, NULL);
+		}
+		for (int i = 0; i < 4; i++) {
+			pthread_join(t[i], NULL);
+		}
+		return got_usr1;
+	}
+	if (strcmp(mode, "leaderexit") == 0) {
+		pthread_t t;
+		pthread_create(&t, NULL, late_exit, NULL);
+		pthread_exit(NULL);
 	}
 	if (strcmp(mode, "watch") == 0) {
 		hit(1);
