@@ -49,10 +49,8 @@ type record struct {
 	raw         []byte
 	start       int64  // absolute byte offset of the frame since Clear
 	fallbackPC  uint64 // from FrameBuilder.SetFallbackPC
-	addr        uint64 // address for tfind, valid when hasAddr (for Buffer.addrPCOffset)
 	tpnum       uint16
 	hasFallback bool
-	hasAddr     bool
 }
 
 // Buffer is the trace buffer: a byte budget holding frames oldest first.
@@ -73,9 +71,12 @@ type Buffer struct {
 	// byTP maps a tracepoint number to the sequence numbers of its frames,
 	// ascending. Entries below headSeq are stale (dropped frames).
 	byTP map[uint16][]int64
-	// Address index, built lazily for one PC offset.
+	// Address index, built lazily for one PC offset. addrs and addrKnown
+	// run parallel to frames (dense, so FindRange scans fast).
 	addrValid    bool
 	addrPCOffset int
+	addrs        []uint64
+	addrKnown    []bool
 	byPC         map[uint64][]int64
 	// stale counts index entries referring to dropped frames; when it
 	// exceeds the number of present frames the maps are rebuilt.
@@ -137,6 +138,8 @@ func (b *Buffer) clearLocked() {
 	b.regSize = 0
 	b.byTP = make(map[uint16][]int64)
 	b.addrValid = false
+	b.addrs = nil
+	b.addrKnown = nil
 	b.byPC = nil
 	b.stale = 0
 }
@@ -248,10 +251,12 @@ func (b *Buffer) Commit(f *FrameBuilder) error {
 	f.raw = nil
 	seq := b.headSeq + int64(len(b.frames)-b.head)
 	if b.addrValid {
-		b.computeAddr(&rec)
-		if rec.hasAddr {
-			b.byPC[rec.addr] = append(b.byPC[rec.addr], seq)
+		addr, ok := b.frameAddr(&rec)
+		if ok {
+			b.byPC[addr] = append(b.byPC[addr], seq)
 		}
+		b.addrs = append(b.addrs, addr)
+		b.addrKnown = append(b.addrKnown, ok)
 	}
 	b.byTP[rec.tpnum] = append(b.byTP[rec.tpnum], seq)
 	b.frames = append(b.frames, rec)
@@ -266,7 +271,7 @@ func (b *Buffer) dropOldestLocked() {
 	old := &b.frames[b.head]
 	b.used -= len(old.raw)
 	b.stale++
-	if old.hasAddr {
+	if b.addrValid && b.addrKnown[b.head] {
 		b.stale++
 	}
 	*old = record{} // let the bytes go
@@ -274,9 +279,11 @@ func (b *Buffer) dropOldestLocked() {
 	b.headSeq++
 	present := len(b.frames) - b.head
 	if b.head >= 1024 && b.head > present {
-		kept := make([]record, present, present+present/2+1)
-		copy(kept, b.frames[b.head:])
-		b.frames = kept
+		b.frames = compact(b.frames, b.head)
+		if b.addrValid {
+			b.addrs = compact(b.addrs, b.head)
+			b.addrKnown = compact(b.addrKnown, b.head)
+		}
 		b.head = 0
 	}
 	if b.stale > 2*present+1024 {
@@ -295,17 +302,24 @@ func (b *Buffer) rebuildIndexLocked() {
 		rec := &b.frames[i]
 		seq := b.headSeq + int64(i-b.head)
 		b.byTP[rec.tpnum] = append(b.byTP[rec.tpnum], seq)
-		if b.addrValid && rec.hasAddr {
-			b.byPC[rec.addr] = append(b.byPC[rec.addr], seq)
+		if b.addrValid && b.addrKnown[i] {
+			b.byPC[b.addrs[i]] = append(b.byPC[b.addrs[i]], seq)
 		}
 	}
 	b.stale = 0
 }
 
-// computeAddr fills rec.addr/hasAddr for b.addrPCOffset.
-func (b *Buffer) computeAddr(rec *record) {
+// compact returns a fresh slice holding s[head:], dropping the rest.
+func compact[T any](s []T, head int) []T {
+	kept := make([]T, len(s)-head, len(s)-head+(len(s)-head)/2+1)
+	copy(kept, s[head:])
+	return kept
+}
+
+// frameAddr returns rec's tfind address for b.addrPCOffset.
+func (b *Buffer) frameAddr(rec *record) (uint64, bool) {
 	f := Frame{Raw: rec.raw, RegBlockSize: b.regSize, fallbackPC: rec.fallbackPC, hasFallback: rec.hasFallback}
-	rec.addr, rec.hasAddr = f.PC(b.addrPCOffset)
+	return f.PC(b.addrPCOffset)
 }
 
 // ensureAddrIndexLocked makes the address index valid for pcOffset.
@@ -316,12 +330,14 @@ func (b *Buffer) ensureAddrIndexLocked(pcOffset int) {
 	b.addrValid = true
 	b.addrPCOffset = pcOffset
 	b.byPC = make(map[uint64][]int64)
+	b.addrs = make([]uint64, len(b.frames), cap(b.frames))
+	b.addrKnown = make([]bool, len(b.frames), cap(b.frames))
 	for i := b.head; i < len(b.frames); i++ {
-		rec := &b.frames[i]
-		b.computeAddr(rec)
-		if rec.hasAddr {
+		addr, ok := b.frameAddr(&b.frames[i])
+		b.addrs[i], b.addrKnown[i] = addr, ok
+		if ok {
 			seq := b.headSeq + int64(i-b.head)
-			b.byPC[rec.addr] = append(b.byPC[rec.addr], seq)
+			b.byPC[addr] = append(b.byPC[addr], seq)
 		}
 	}
 }
@@ -405,13 +421,10 @@ func (b *Buffer) FindRange(after int, lo, hi uint64, inside bool, pcOffset int) 
 	if after < -1 {
 		after = -1
 	}
-	for i := b.head + after + 1; i < len(b.frames); i++ {
-		rec := &b.frames[i]
-		if !rec.hasAddr {
-			continue
-		}
-		in := lo <= rec.addr && rec.addr <= hi
-		if in == inside {
+	addrs, known := b.addrs, b.addrKnown
+	for i := b.head + after + 1; i < len(addrs); i++ {
+		a := addrs[i]
+		if (lo <= a && a <= hi) == inside && known[i] {
 			return b.frameLocked(i - b.head)
 		}
 	}
