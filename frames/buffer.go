@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"sync"
 )
@@ -42,7 +43,19 @@ var (
 	ErrCommitted = errors.New("frame already committed")
 	// ErrBadSize: SetSize got a negative or absurd size.
 	ErrBadSize = errors.New("bad trace buffer size")
+	// ErrBadOffset: ReadTraceData got an offset beyond the trace data.
+	ErrBadOffset = errors.New("offset beyond trace data")
 )
+
+// Stats is a consistent snapshot of a buffer's counters, for qTStatus.
+type Stats struct {
+	Size     int  // byte budget (tsize)
+	Used     int  // frame bytes stored
+	Free     int  // Size-Used (tfree)
+	Count    int  // frames present (tframes)
+	Created  int  // frames created since Clear (tcreated)
+	Circular bool // circular mode (circular)
+}
 
 // record is one stored frame plus what the indexes need about it.
 type record struct {
@@ -167,6 +180,20 @@ func (b *Buffer) Free() int {
 		return 0
 	}
 	return b.size - b.used
+}
+
+// Stats returns all counters at once, consistent with each other.
+func (b *Buffer) Stats() Stats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return Stats{
+		Size:     b.size,
+		Used:     b.used,
+		Free:     max(0, b.size-b.used),
+		Count:    len(b.frames) - b.head,
+		Created:  b.created,
+		Circular: b.circular,
+	}
 }
 
 // Circular reports whether the buffer is circular.
@@ -438,6 +465,28 @@ func (b *Buffer) FindRange(after int, lo, hi uint64, inside bool, pcOffset int) 
 func (b *Buffer) ReadRaw(offset, n int) []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	return b.readRawLocked(offset, n)
+}
+
+// ReadTraceData is ReadRaw with qTBuffer's end handling decided under the
+// same lock: it returns io.EOF when offset == Used() (reply "l"),
+// ErrBadOffset when offset < 0 or offset > Used() (reply "E01"), and
+// otherwise between 1 and n bytes (n must be positive).
+func (b *Buffer) ReadTraceData(offset, n int) ([]byte, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	switch {
+	case offset == b.used:
+		return nil, io.EOF
+	case offset < 0 || offset > b.used:
+		return nil, fmt.Errorf("read trace data at %d of %d bytes: %w", offset, b.used, ErrBadOffset)
+	case n <= 0:
+		return nil, fmt.Errorf("read %d bytes of trace data: bad length", n)
+	}
+	return b.readRawLocked(offset, n), nil
+}
+
+func (b *Buffer) readRawLocked(offset, n int) []byte {
 	if offset < 0 || n <= 0 || offset >= b.used {
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"testing"
 )
@@ -348,5 +349,39 @@ func TestConcurrentUse(t *testing.T) {
 	b.Frames(func(f *Frame) bool { total += len(f.Raw); return true })
 	if total != b.Used() {
 		t.Errorf("frames hold %d bytes, Used() = %d", total, b.Used())
+	}
+}
+
+func TestReadTraceDataAndStats(t *testing.T) {
+	b := NewBuffer(1000)
+	b.SetCircular(true)
+	for i := int64(0); i < 3; i++ {
+		if err := b.Commit(frameWithTSV(b, 2, i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := Stats{Size: 1000, Used: 3 * tsvFrameSize, Free: 1000 - 3*tsvFrameSize, Count: 3, Created: 3, Circular: true}
+	if got := b.Stats(); got != want {
+		t.Errorf("Stats() = %+v, want %+v", got, want)
+	}
+	tests := []struct {
+		offset, n int
+		wantLen   int
+		wantErr   error
+	}{
+		{0, 10, 10, nil},
+		{50, 100, 3*tsvFrameSize - 50, nil},
+		{3 * tsvFrameSize, 10, 0, io.EOF},
+		{3*tsvFrameSize + 1, 10, 0, ErrBadOffset},
+		{-1, 10, 0, ErrBadOffset},
+	}
+	for _, tc := range tests {
+		got, err := b.ReadTraceData(tc.offset, tc.n)
+		if !errors.Is(err, tc.wantErr) || len(got) != tc.wantLen {
+			t.Errorf("ReadTraceData(%d, %d) = %d bytes, %v; want %d bytes, %v", tc.offset, tc.n, len(got), err, tc.wantLen, tc.wantErr)
+		}
+	}
+	if _, err := b.ReadTraceData(0, 0); err == nil {
+		t.Error("ReadTraceData with length 0 succeeded")
 	}
 }
