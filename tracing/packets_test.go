@@ -2,6 +2,7 @@ package tracing
 
 import (
 	"encoding/hex"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -453,5 +454,64 @@ func TestConcurrentHitsAndPackets(t *testing.T) {
 	// Hits count the last run only; frames accumulate until QTinit.
 	if created := parseHex(t, statusField(t, send(t, e, "qTStatus"), "tcreated")); created < tp.Hits {
 		t.Errorf("%d frames created for %d hits", created, tp.Hits)
+	}
+}
+
+func TestBaseRegisterActionAndPartialXfer(t *testing.T) {
+	p := newProgram()
+	e := NewEngine(Config{Layout: p.layout, Live: p.mem})
+	inst := newFakeInstaller()
+	e.SetInstaller(inst)
+	// M6,ffffffffffffffec,4: the 4 bytes at rbp-20 (work's n).
+	mustOK(t, e, "QTinit", "QTDP:1:"+hexAddr(addrWork)+":E:0:0-", "QTDP:-1:"+hexAddr(addrWork)+":M6,ffffffffffffffec,4", "QTStart")
+	if inst.count() != 1 {
+		t.Fatalf("SetInstaller's installer was not used")
+	}
+	p.enterWork(42)
+	e.Hit(findTracepoint(t, e, 1), p.thread)
+	mustOK(t, e, "QTStop")
+	send(t, e, "QTFrame:0")
+	word := make([]byte, 4)
+	if n, err := e.FrameMemory(frameBase-20, word); err != nil || n != 4 || word[0] != 42 {
+		t.Errorf("rbp-relative collection: % x (%d), %v; want 42", word, n, err)
+	}
+	whole := send(t, e, "qXfer:traceframe-info:read::0,1000")
+	if !strings.HasPrefix(whole, "l") {
+		t.Fatalf("traceframe-info = %q", whole)
+	}
+	doc := whole[1:]
+	var got strings.Builder
+	for off := 0; ; off += 7 {
+		r := send(t, e, "qXfer:traceframe-info:read::"+hexInt(off)+",7")
+		got.WriteString(r[1:])
+		if r[0] == 'l' {
+			break
+		}
+		if r[0] != 'm' || len(r) != 8 {
+			t.Fatalf("chunk at %d = %q", off, r)
+		}
+	}
+	if got.String() != doc {
+		t.Errorf("chunked traceframe-info %q, want %q", got.String(), doc)
+	}
+}
+
+func TestActionErrorsAndRegisterFailures(t *testing.T) {
+	e, p, _ := newTestEngine(t)
+	// X action dividing by zero.
+	mustOK(t, e, "QTinit", "QTDP:7:"+hexAddr(addrWork)+":E:0:0-", "QTDP:-7:"+hexAddr(addrWork)+":R1X6,220122000527", "QTStart")
+	tp := findTracepoint(t, e, 7)
+	e.Hit(tp, p.thread)
+	status := send(t, e, "qTStatus")
+	msg, _ := hex.DecodeString(strings.Split(strings.TrimPrefix(status, "T0;terror:"), ":")[0])
+	if e.Running() || !strings.Contains(string(msg), "action") || statusField(t, status, "tframes") != "0" {
+		t.Errorf("failing action: running %v, %q (%q)", e.Running(), status, msg)
+	}
+	// A thread whose registers cannot be read stops the run too.
+	mustOK(t, e, "QTStart")
+	p.thread.regsErr = errors.New("thread vanished")
+	e.Hit(tp, p.thread)
+	if e.Running() || !strings.Contains(send(t, e, "qTStatus"), ";terror:") {
+		t.Errorf("register failure did not stop the run")
 	}
 }
