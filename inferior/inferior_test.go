@@ -1156,3 +1156,60 @@ func TestStepOneThreadOthersStopped(t *testing.T) {
 		t.Errorf("end %+v", ev)
 	}
 }
+
+func TestExternalKill(t *testing.T) {
+	tests := []struct {
+		name    string
+		running bool
+	}{
+		{"while running", true},
+		{"while stopped", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := launch(t, "spin")
+			if tt.running {
+				resumeAll(t, p)
+				time.Sleep(10 * time.Millisecond)
+			}
+			if err := unix.Kill(p.Pid(), unix.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			if !tt.running {
+				// Resuming a dead thread is not an error worth failing on:
+				// the exit is what Wait reports.
+				_ = p.Resume([]Action{{Tid: -1}})
+			}
+			ev := wait(t, p)
+			if ev.Kind != Killed || ev.Signal != int(unix.SIGKILL) {
+				t.Errorf("event %+v, want killed by SIGKILL", ev)
+			}
+			if _, err := p.Registers(p.Pid()); err == nil {
+				t.Error("Registers of a dead process succeeded")
+			}
+			if err := p.InsertBreakpoint(SoftwareBreakpoint, 0x1000, 1); err == nil {
+				t.Error("InsertBreakpoint in a dead process succeeded")
+			}
+		})
+	}
+}
+
+func TestAttachErrors(t *testing.T) {
+	// pid_max is at most 2^22: this pid cannot exist.
+	if _, err := Attach(1 << 23); err == nil {
+		t.Error("attaching to a nonexistent process succeeded")
+	}
+}
+
+func TestNoResumed(t *testing.T) {
+	p := launch(t, "exit")
+	if err := p.Resume([]Action{{Tid: p.Pid(), Stop: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := wait(t, p); ev.Kind != NoResumed {
+		t.Errorf("event %+v, want NoResumed", ev)
+	}
+	if err := p.Resume([]Action{{Tid: 999999999}}); !errors.Is(err, ErrNoThread) {
+		t.Errorf("resuming a bogus thread: %v", err)
+	}
+}
