@@ -48,7 +48,8 @@ const maxEvalStack = DefaultMaxStack
 
 // Env is what an expression can see and touch while it runs. Nil members
 // make the instructions that need them fail (printf with a nil Out does
-// nothing).
+// nothing). An Env may be reused by successive Evals but not by two at
+// once.
 type Env struct {
 	Mem       Memory
 	Regs      Registers
@@ -56,6 +57,12 @@ type Env struct {
 	Collect   Collector
 	Out       Output
 	StepLimit int // instructions to execute at most; 0 means DefaultStepLimit
+
+	// scratch is the buffer memory reads go through, kept here so that a
+	// read through the Memory interface does not allocate. It makes an Env
+	// unsafe to share between concurrent Evals (its TSVs and collector
+	// usually are anyway).
+	scratch [64]byte
 }
 
 // EvalError reports why Eval stopped.
@@ -96,7 +103,6 @@ func Eval(e *Expr, env *Env) (top uint64, err error) {
 	}
 	var backing [32]uint64
 	stack := backing[:0]
-	var membuf [8]byte
 	fail := func(in Insn, err error) (uint64, error) {
 		return 0, &EvalError{Off: in.Off, Op: in.Op, Err: err}
 	}
@@ -181,11 +187,12 @@ func Eval(e *Expr, env *Env) (top uint64, err error) {
 			if env.Mem == nil {
 				return fail(in, fmt.Errorf("%w: %d bytes at %#x: no memory", ErrUnreadable, size, addr))
 			}
-			clear(membuf[:])
-			if err := env.Mem.ReadMemory(addr, membuf[:size]); err != nil {
+			buf := env.scratch[:8]
+			clear(buf)
+			if err := env.Mem.ReadMemory(addr, buf[:size]); err != nil {
 				return fail(in, fmt.Errorf("%w: %d bytes at %#x: %w", ErrUnreadable, size, addr, err))
 			}
-			stack[n-1] = binary.LittleEndian.Uint64(membuf[:])
+			stack[n-1] = binary.LittleEndian.Uint64(buf)
 		case OpIfGoto:
 			cond := stack[n-1]
 			stack = stack[:n-1]
@@ -261,7 +268,7 @@ func Eval(e *Expr, env *Env) (top uint64, err error) {
 		case OpTracenz:
 			addr, limit := stack[n-2], stack[n-1]
 			stack = stack[:n-2]
-			size, cost, err := stringExtent(env.Mem, addr, limit)
+			size, cost, err := stringExtent(env.Mem, addr, limit, &env.scratch)
 			steps += cost
 			if err != nil {
 				return fail(in, err)
@@ -312,14 +319,13 @@ func collectMemory(env *Env, addr, size uint64) error {
 // including the first NUL, at most limit. cost is the number of extra
 // interpreter steps charged (one per 64 bytes scanned), so a huge limit over
 // memory without a NUL still hits the step limit eventually.
-func stringExtent(mem Memory, addr, limit uint64) (size uint64, cost int, err error) {
+func stringExtent(mem Memory, addr, limit uint64, chunk *[64]byte) (size uint64, cost int, err error) {
 	if limit == 0 {
 		return 0, 0, nil
 	}
 	if mem == nil {
 		return 0, 0, fmt.Errorf("%w: string at %#x: no memory", ErrUnreadable, addr)
 	}
-	var chunk [64]byte
 	for size < limit {
 		n := uint64(len(chunk))
 		if limit-size < n {
