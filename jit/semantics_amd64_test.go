@@ -205,8 +205,8 @@ func TestFallback(t *testing.T) {
 
 func TestCompileRejectsInvalid(t *testing.T) {
 	for _, src := range []string{
-		"add; end",                              // underflow
-		"const8 1",                              // runs off the end
+		"add; end",                               // underflow
+		"const8 1",                               // runs off the end
 		"const8 1; if_goto l; const8 2; l:; end", // depths 0 and 1 meet
 	} {
 		e, err := agentexpr.Parse(agentexpr.MustAssemble(src))

@@ -1,0 +1,110 @@
+// Package jit compiles GDB agent expressions (package agentexpr) to native
+// machine code meant to run inside the inferior, called from a tracepoint's
+// jump pad. This comment is the contract between the generated code and
+// whoever places and calls it.
+//
+// # API
+//
+//	b, err := jit.ForArch("amd64")            // a Backend
+//	code, err := b.Compile(expr, jit.Options{}) // or jit.Compile(expr, "amd64", opts)
+//
+// A non-nil error means the expression is invalid (stack underflow, depths
+// that disagree between paths, a jump into the middle of an instruction,
+// running off the end, ext 0...). Code.Fallback != "" means it is valid but
+// must be run by agentexpr.Eval; the reason is visible there ("printf
+// needs the interpreter", floating-point opcodes, a register outside the
+// pad, a stack deeper than Options.MaxStack). Otherwise Code.Text is the
+// machine code. Code.RegsRead lists the pad slots the code reads, so a pad
+// can save only those; Code.StackBytes bounds its stack use.
+//
+// # Calling contract (amd64, System V)
+//
+//	uint64_t fn(const uint64_t *regs, struct ctx *ctx);
+//
+// The code is position independent (rel32 branches and calls only, no
+// absolute addresses, Code.Relocs is empty): copy it anywhere executable.
+// It preserves rbx, rbp, r12-r15 and rsp, needs rsp ≡ 8 (mod 16) on entry
+// (a normal CALL), and uses at most Code.StackBytes of stack (about
+// 150 bytes + 8 per stack entry; Options.MaxStack, default 256 entries, keeps
+// it to a few KB). The direction flag must be clear (the ABI's rule).
+//
+// regs, the pad layout: 8-byte little-endian slots in GDB's amd64 register
+// numbering, slot i = GDB regnum i: rax rbx rcx rdx rsi rdi rbp rsp r8 ...
+// r15 (0-15), rip (16), eflags (17), cs ss ds es fs gs (18-23) — PadRegs
+// slots; 32-bit registers are zero-extended into their slot. "reg n" is a
+// single load from regs+8n.
+//
+// ctx, 96 bytes of 8-byte fields (offsets are the Ctx* constants):
+//
+//	+0  err        out: ErrNone or an Err* code (set to 0 on entry)
+//	+8  result     out: the result, also returned in rax (0 on error)
+//	+16 tsvs       in:  int64 array of trace state variables, by number
+//	+24 ntsvs      in:  its length; getv n >= ntsvs fails (ErrTSV), setv
+//	                    n >= ntsvs does nothing (as in gdbserver), tracev
+//	                    n >= ntsvs fails (ErrCollect)
+//	+32 frame      in:  collection buffer
+//	+40 framecap   in:  its size
+//	+48 frameused  in/out: bytes used; collection appends after them
+//	+56 pid        in:  the inferior's own pid, for process_vm_readv
+//	+64 directlo   in:  [directlo, directhi): memory known to be mapped
+//	+72 directhi        (used only with Options.DirectLoads; lo == hi: none)
+//	+80 readmem    in:  0, or int64_t readmem(ctx, void *dst, uint64_t src,
+//	                    uint64_t len) returning bytes read or -errno, called
+//	                    instead of the syscall (SysV, rsp 16-aligned)
+//	+88 jumplimit  in:  backward jumps allowed (0: DefaultJumpLimit);
+//	                    exceeding it fails with ErrSteps, so a looping
+//	                    expression cannot hang the inferior
+//
+// Error codes: ErrMemory (a ref read failed, or tracenz met an unreadable
+// byte), ErrDivZero, ErrFrameFull, ErrTSV, ErrCollect (trace* could not
+// read the memory to record, or tracev of an unknown variable), ErrSteps.
+// They correspond to agentexpr's ErrUnreadable, ErrDivideByZero,
+// ErrCollect (frame full and collect failures), ErrUnknownTSV,
+// ErrStepLimit. On error the frame may hold complete blocks appended
+// before the failing instruction; the trace engine discards the frame.
+//
+// # Collection blocks
+//
+// Collection opcodes append to frame[frameused:] (little-endian):
+//
+//	'M' addr:u64 len:u16 bytes[len]   trace, trace_quick, trace16, tracenz
+//	'V' num:u32 value:i64             tracev
+//
+// which is gdbserver's traceframe block layout; lengths over 65535 are split
+// into several 'M' blocks. tracenz records up to and including the first
+// NUL, at most its limit, reading byte by byte like gdbserver; a block that
+// would not fit fails with ErrFrameFull and is not written.
+//
+// # Safe memory reads
+//
+// Code in the inferior must not fault on a bad pointer. Every ref8/16/32/64
+// and every collection reads through an internal helper that issues
+// process_vm_readv(pid, local, 1, remote, 1, 0) (syscall 310) on the
+// process's own pid, straight from the generated code: the kernel returns
+// -EFAULT (or a short count) instead of delivering SIGSEGV. The cost is one
+// system call per read — microseconds rather than the nanosecond of a load
+// (BenchmarkRef and BENCHMARKS.md). With Options.DirectLoads, a ref whose
+// bytes lie in [directlo, directhi) is a plain load; the caller must only
+// put there memory that cannot be unmapped while tracing (e.g. the
+// executable's data and bss). A readmem hook (ctx+80) replaces the
+// syscall, e.g. with an in-process agent's own safe reader.
+//
+// # Code generation (amd64)
+//
+// One snippet per opcode, goto/if_goto patched after emission. The top of
+// the expression stack lives in rax, the rest on the machine stack (push /
+// pop); the static depth of every instruction is known (Validate guarantees
+// that all paths agree), so no stack pointer bookkeeping is emitted.
+// equal/less_signed/less_unsigned/log_not followed by an if_goto that is
+// not itself a jump target become cmp/test + jcc. Division checks for zero
+// and for -1 (INT64_MIN / -1 = INT64_MIN, x % -1 = 0, as agentexpr
+// defines, where idiv would trap). Shifts by >= 64 give 0 (or the sign for
+// rsh_signed), via cmov. Register use: rax top, r12 regs, r13 ctx, rbp
+// frame pointer (scratch iovecs below it), rbx/r15 collection state, r14
+// saved rsp while the read helper realigns the stack to 16 bytes around the
+// syscall or hook call. The encoder is hand-written (x86enc.go) and every
+// instruction form is checked against golang.org/x/arch/x86/x86asm.
+//
+// Only amd64 has a backend; ForArch reports other architectures as
+// unsupported.
+package jit
