@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 	"sync"
+	"sync/atomic"
 )
 
 // DefaultSize is the byte budget of a new buffer and the size that
@@ -91,6 +92,9 @@ type Buffer struct {
 	addrs        []uint64
 	addrKnown    []bool
 	byPC         map[uint64][]int64
+	// sizeHint is the size of the last committed frame: the capacity
+	// NewFrame preallocates (read without the lock).
+	sizeHint atomic.Int64
 	// stale counts index entries referring to dropped frames; when it
 	// exceeds the number of present frames the maps are rebuilt.
 	stale int
@@ -268,8 +272,13 @@ func (b *Buffer) Commit(f *FrameBuilder) error {
 	if f.regSize > 0 {
 		b.regSize = f.regSize
 	}
+	raw := f.raw
+	if cap(raw) > 2*len(raw) && cap(raw) > 256 {
+		// The preallocation was much too big: keep only what is used.
+		raw = append([]byte(nil), raw...)
+	}
 	rec := record{
-		raw:         f.raw,
+		raw:         raw,
 		start:       b.end,
 		tpnum:       uint16(f.tpnum),
 		fallbackPC:  f.fallbackPC,
@@ -286,6 +295,7 @@ func (b *Buffer) Commit(f *FrameBuilder) error {
 		b.addrKnown = append(b.addrKnown, ok)
 	}
 	b.byTP[rec.tpnum] = append(b.byTP[rec.tpnum], seq)
+	b.sizeHint.Store(int64(min(len(rec.raw), 1<<20)))
 	b.frames = append(b.frames, rec)
 	b.end += int64(len(rec.raw))
 	b.used += len(rec.raw)

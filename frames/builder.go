@@ -16,7 +16,7 @@ type FrameBuilder struct {
 // NewFrame starts a frame for tracepoint tpnum. Nothing is stored until
 // Commit.
 func (b *Buffer) NewFrame(tpnum int) *FrameBuilder {
-	raw := make([]byte, HeaderSize, 64)
+	raw := make([]byte, HeaderSize, max(64, int(b.sizeHint.Load())))
 	binary.LittleEndian.PutUint16(raw[0:2], uint16(tpnum))
 	return &FrameBuilder{tpnum: tpnum, raw: raw}
 }

@@ -28,13 +28,19 @@
 // Size()-Used().
 //
 // Linear buffers refuse a frame that does not fit (ErrFull; the frame is not
-// stored and nothing already stored is lost: gdbserver then stops the run with
-// reason "tfull"). Circular buffers drop the oldest frames until the new one
-// fits. Deliberate differences from gdbserver: frames are committed whole (a
-// frame is never half-written), a circular buffer is modelled as a contiguous
-// byte budget (gdbserver's ring can waste the tail of the ring and so drop a
-// few more frames than strictly needed), and a frame larger than the whole
-// buffer is refused with ErrFull without first discarding every stored frame.
+// stored and nothing already stored is lost; the engine then stops the run
+// with reason "tfull"). Circular buffers drop the oldest frames until the new
+// one fits. Deliberate differences from gdbserver:
+//
+//   - Frames are committed whole. gdbserver allocates the header and then
+//     each block separately; in a linear buffer a block that does not fit is
+//     silently left out (the frame is kept, truncated) and the run only
+//     stops when not even a frame header fits.
+//   - A circular buffer is modelled as a contiguous byte budget. gdbserver's
+//     ring can waste its tail when a block does not fit before the wrap
+//     point, and so may drop a few more frames than strictly needed.
+//   - A frame larger than the whole buffer is refused with ErrFull without
+//     first discarding every stored frame.
 //
 // # Frame numbers
 //
