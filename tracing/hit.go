@@ -22,6 +22,9 @@ type hitState struct {
 	frame *frames.FrameBuilder
 	env   agentexpr.Env
 	chunk []byte
+	// overflow is set when the frame outgrew the whole buffer: the rest
+	// was not collected and the frame cannot be stored.
+	overflow bool
 }
 
 // ReadMemory implements agentexpr.Memory on the hitting thread. Bytes
@@ -80,6 +83,12 @@ func (h *hitState) CollectTSV(num int) error {
 func (h *hitState) collect(addr, size uint64) {
 	for size > 0 {
 		n := min(size, maxCollectChunk)
+		if h.overflow || uint64(h.frame.Size())+n > uint64(h.e.buf.Size()) {
+			// Larger than the whole buffer: never stored, so stop
+			// reading (a computed length may be huge).
+			h.overflow = true
+			return
+		}
 		if uint64(cap(h.chunk)) < n {
 			h.chunk = make([]byte, n)
 		}
@@ -124,7 +133,7 @@ func (e *Engine) Hit(tp *Tracepoint, ctx HitContext) (steps int) {
 // or evaluating it failed.
 func (e *Engine) hitLocked(tp *Tracepoint, ctx HitContext) []*Tracepoint {
 	h := &e.hit
-	h.ctx, h.frame = ctx, nil
+	h.ctx, h.frame, h.overflow = ctx, nil, false
 	regs, err := ctx.Registers()
 	if err != nil {
 		return e.stopLocked(reasonError, tp.Num, fmt.Sprintf("reading registers: %v", err))
@@ -213,7 +222,11 @@ func (e *Engine) collectLocked(tp *Tracepoint, actions []Action) (removed []*Tra
 func (e *Engine) commitLocked(tp *Tracepoint) []*Tracepoint {
 	f := e.hit.frame
 	size := f.Size()
-	if err := e.buf.Commit(f); err != nil {
+	err := frames.ErrFull
+	if !e.hit.overflow {
+		err = e.buf.Commit(f)
+	}
+	if err != nil {
 		e.hit.frame = nil
 		if errors.Is(err, frames.ErrFull) {
 			return e.stopLocked(reasonFull, 0, "")
@@ -242,7 +255,7 @@ func (e *Engine) Step(tp *Tracepoint, ctx HitContext, step int) {
 
 func (e *Engine) stepLocked(tp *Tracepoint, ctx HitContext, step int) []*Tracepoint {
 	h := &e.hit
-	h.ctx = ctx
+	h.ctx, h.overflow = ctx, false
 	regs, err := ctx.Registers()
 	if err != nil {
 		return e.stopLocked(reasonError, tp.Num, fmt.Sprintf("reading registers: %v", err))

@@ -121,6 +121,10 @@ func TestStatusFields(t *testing.T) {
 	if parseHex(t, statusField(t, stopped, "stoptime")) < parseHex(t, statusField(t, stopped, "starttime")) {
 		t.Errorf("stop before start in %q", stopped)
 	}
+	mustOK(t, e, "QTBuffer:size:4") // gdb.trace/trace-buffer-size.exp
+	if st := send(t, e, "qTStatus"); statusField(t, st, "tsize") != "4" || statusField(t, st, "tfree") != "4" {
+		t.Errorf("qTStatus after QTBuffer:size:4 = %q", st)
+	}
 	mustOK(t, e, "QTBuffer:size:-1")
 	if got := statusField(t, send(t, e, "qTStatus"), "tsize"); got != "500000" {
 		t.Errorf("tsize after QTBuffer:size:-1 = %q", got)
@@ -514,4 +518,34 @@ func TestActionErrorsAndRegisterFailures(t *testing.T) {
 	if e.Running() || !strings.Contains(send(t, e, "qTStatus"), ";terror:") {
 		t.Errorf("register failure did not stop the run")
 	}
+}
+
+func TestHugeCollectionFillsWithoutReadingEverything(t *testing.T) {
+	e, p, _ := newTestEngine(t)
+	big := make([]byte, 1<<20)
+	p.mem.add(0x10000000, big)
+	reads := 0
+	counting := &countingThread{fakeThread: p.thread, reads: &reads}
+	// A circular 64 KiB buffer and a 1 MiB collection: the frame can
+	// never be stored, whatever is dropped.
+	mustOK(t, e, "QTinit", "QTBuffer:size:10000", "QTBuffer:circular:1",
+		"QTDP:1:"+hexAddr(addrWork)+":E:0:0-", "QTDP:-1:"+hexAddr(addrWork)+":M-1,10000000,100000", "QTStart")
+	e.Hit(findTracepoint(t, e, 1), counting)
+	if e.Running() || !strings.Contains(send(t, e, "qTStatus"), ";tfull:0;") {
+		t.Errorf("a frame larger than the buffer did not stop the run with tfull")
+	}
+	if reads > 2 {
+		t.Errorf("%d chunk reads for a frame that cannot fit", reads)
+	}
+}
+
+// countingThread counts memory reads.
+type countingThread struct {
+	*fakeThread
+	reads *int
+}
+
+func (c *countingThread) ReadMemory(addr uint64, buf []byte) (int, error) {
+	*c.reads++
+	return c.fakeThread.ReadMemory(addr, buf)
 }
