@@ -2,6 +2,7 @@ package agentexpr
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/hex"
 	"flag"
 	"fmt"
@@ -102,6 +103,104 @@ func TestGoldenCapture(t *testing.T) {
 			}
 		}
 		captureBinary(t, exe, bin, dir, cases)
+		if bin == "O0" {
+			captureWire(t, exe, dir)
+		}
+	}
+}
+
+// wireTracepoint is the tracepoint whose QTDP packets TestGoldenWire checks:
+// its condition and collect actions are the golden expressions named in
+// wireExpressions, in the order gdb sends them.
+const wireTracepoint = `tvariable $count
+trace f if 2*a+3*b > 0
+actions
+collect origin.y, table[a&7], head.next->value, $count = $count + 1
+end
+`
+
+var wireExpressions = []string{"sum_positive_cond", "struct_field", "array_element", "pointer_chase", "tsv_increment"}
+
+// captureWire records the QTDP packets gdb sends for wireTracepoint.
+func captureWire(t *testing.T, exe, dir string) {
+	script := "set pagination off\nset confirm off\nset sysroot /\n" +
+		"target remote | gdbserver - " + exe + "\nbreak main\ncontinue\n" + wireTracepoint +
+		"set debug remote 1\ntstart\ntstop\nset debug remote 0\nkill\nquit\n"
+	file := filepath.Join(dir, "wire.gdb")
+	if err := os.WriteFile(file, []byte(script), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("gdb", "-batch", "-nx", "-x", file, exe).CombinedOutput()
+	if err != nil {
+		t.Logf("gdb exited with %v", err)
+	}
+	var golden strings.Builder
+	golden.WriteString("# QTDP packets gdb sent for this tracepoint, captured by TestGoldenCapture -update.\n")
+	for _, line := range strings.Split(wireTracepoint, "\n") {
+		if line != "" {
+			golden.WriteString("# " + line + "\n")
+		}
+	}
+	n := 0
+	for _, line := range strings.Split(string(out), "\n") {
+		_, pkt, ok := strings.Cut(line, "Sending packet: $")
+		if !ok || !strings.HasPrefix(pkt, "QTDP:") {
+			continue
+		}
+		if i := strings.LastIndexByte(pkt, '#'); i >= 0 {
+			pkt = pkt[:i]
+		}
+		golden.WriteString(pkt + "\n")
+		n++
+	}
+	if n == 0 {
+		t.Fatalf("no QTDP packets in gdb output:\n%s", out)
+	}
+	if err := os.WriteFile(filepath.Join("testdata", "golden", "wire_O0.txt"), []byte(golden.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestGoldenWire checks that the bytecode rebuilt from gdb's "maint agent"
+// listings is byte for byte what gdb sends in QTDP packets.
+func TestGoldenWire(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("testdata", "golden", "wire_O0.txt"))
+	if err != nil {
+		t.Fatalf("%v (run go test -run TestGoldenCapture -update)", err)
+	}
+	var wire [][]byte
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.HasPrefix(line, "QTDP:") {
+			continue
+		}
+		// Every "X<len>,<hex>" in the packet is one expression.
+		for _, part := range strings.Split(line, "X")[1:] {
+			lenText, rest, ok := strings.Cut(part, ",")
+			if !ok {
+				continue
+			}
+			n, err := strconv.ParseUint(lenText, 16, 32)
+			if err != nil || uint64(len(rest)) < 2*n {
+				t.Fatalf("bad X field %q", part)
+			}
+			e, err := DecodeHex(rest[:2*n])
+			if err != nil {
+				t.Fatalf("X field %q: %v", part, err)
+			}
+			if err := Validate(e, Limits{NumRegs: 80}); err != nil {
+				t.Fatalf("wire expression %x: %v", e.Code, err)
+			}
+			wire = append(wire, e.Code)
+		}
+	}
+	if len(wire) != len(wireExpressions) {
+		t.Fatalf("%d X expressions on the wire, want %d", len(wire), len(wireExpressions))
+	}
+	for i, name := range wireExpressions {
+		_, e := loadGolden(t, name)
+		if !bytes.Equal(e.Code, wire[i]) {
+			t.Errorf("%s: listing gives %x, gdb sent %x", name, e.Code, wire[i])
+		}
 	}
 }
 
