@@ -537,3 +537,14 @@ func (b *Buffer) Frames(fn func(f *Frame) bool) {
 		}
 	}
 }
+
+// rawFrames returns the bytes of every present frame, oldest first.
+func (b *Buffer) rawFrames() [][]byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([][]byte, 0, len(b.frames)-b.head)
+	for i := b.head; i < len(b.frames); i++ {
+		out = append(out, b.frames[i].raw)
+	}
+	return out
+}

@@ -107,13 +107,12 @@ func WriteTFile(w io.Writer, h TFileHeader, b *Buffer) error {
 	if _, err := bw.Write(defs.Bytes()); err != nil {
 		return fmt.Errorf("write tfile definitions: %w", err)
 	}
-	var werr error
-	b.Frames(func(f *Frame) bool {
-		_, werr = bw.Write(f.Raw)
-		return werr == nil
-	})
-	if werr != nil {
-		return fmt.Errorf("write tfile frames: %w", werr)
+	// Frame bytes are immutable: take the list under the lock, write
+	// without it so a slow writer does not hold up tracepoint hits.
+	for i, raw := range b.rawFrames() {
+		if _, err := bw.Write(raw); err != nil {
+			return fmt.Errorf("write tfile frame %d: %w", i, err)
+		}
 	}
 	if _, err := bw.Write([]byte{0, 0, 0, 0}); err != nil {
 		return fmt.Errorf("write tfile end marker: %w", err)
@@ -232,8 +231,14 @@ func ReadTFile(r io.Reader) (*TFile, error) {
 func (tf *TFile) interpLine(line string, tdesc *strings.Builder) error {
 	switch {
 	case strings.HasPrefix(line, "R "):
-		// gdb uses strtol(p, &p, 16): leading hex digits, 0 when none.
-		digits := line[2:]
+		// gdb uses strtol(p, &p, 16): optional blanks and "0x", then
+		// hex digits; 0 when there are none.
+		digits := strings.TrimLeft(line[2:], " \t")
+		if len(digits) > 2 && digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X') {
+			if _, ok := hexNibble(digits[2]); ok {
+				digits = digits[2:]
+			}
+		}
 		end := 0
 		for end < len(digits) {
 			if _, ok := hexNibble(digits[end]); !ok {

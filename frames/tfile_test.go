@@ -247,11 +247,18 @@ func TestReadTFileErrors(t *testing.T) {
 	if tf, err := ReadTFile(strings.NewReader(valid)); err != nil || len(tf.Frames) != 1 {
 		t.Fatalf("valid file: %v", err)
 	}
+	for _, line := range []string{"R 10", "R 0x10", "R  10", "R 10zz"} {
+		tf, err := ReadTFile(strings.NewReader(TFileMagic + line + "\n\n\x00\x00"))
+		if err != nil || tf.RegBlockSize != 16 {
+			t.Errorf("%q: register block size %v, %v; want 16", line, tf, err)
+		}
+	}
 	tests := []struct {
 		name string
 		data string
 	}{
 		{"empty", ""},
+		{"register size not hex", TFileMagic + "R zz\n\n\x00\x00"},
 		{"bad magic", "\x7fTRACE1\nR 10\n\n\x00\x00"},
 		{"no register size", TFileMagic + "status 0\n\n\x00\x00"},
 		{"unterminated definitions", TFileMagic + "R 10\n"},
