@@ -41,6 +41,10 @@ type Config struct {
 	PacketLog io.Writer
 	// Progress receives the lines gdbserver prints (process created, exit).
 	Progress io.Writer
+	// Stdin and Stdout, when set, replace the standard input and output
+	// launched programs inherit (gdbserver's stdio mode keeps the
+	// protocol off the program's output this way).
+	Stdin, Stdout *os.File
 }
 
 // Server is the stub: one process (or none, in --multi mode) and the trace
@@ -130,6 +134,8 @@ func (s *Server) Launch(argv []string) error {
 		Dir:         s.workDir,
 		Wrapper:     s.cfg.Wrapper,
 		DisableASLR: s.cfg.DisableRandomization,
+		Stdin:       s.cfg.Stdin,
+		Stdout:      s.cfg.Stdout,
 	})
 	if err != nil {
 		return fmt.Errorf("launching %s: %w", argv[0], err)

@@ -206,6 +206,17 @@ func run(args []string) int {
 	if o.remoteDebug {
 		cfg.PacketLog = logw
 	}
+	stdio := o.comm == "stdio" || o.comm == "-"
+	if stdio {
+		// The protocol owns stdin/stdout: the program reads /dev/null
+		// and writes to the stub's stderr, as with gdbserver.
+		devnull, err := os.Open(os.DevNull)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "gotpstub: %v\n", err)
+			return 1
+		}
+		cfg.Stdin, cfg.Stdout = devnull, os.Stderr
+	}
 	srv := server.New(cfg)
 	// Ctrl-C on the stub's terminal belongs to the program (they share
 	// it), as with gdbserver: the stub itself ignores it.
@@ -218,7 +229,6 @@ func run(args []string) int {
 		os.Exit(1)
 	}()
 
-	stdio := o.comm == "stdio" || o.comm == "-"
 	switch {
 	case o.attach:
 		pid, err := strconv.Atoi(o.rest[0])
