@@ -214,11 +214,51 @@ func (p *Process) handleEvent(t *thread, event int) {
 			}
 		}
 		p.resumeThread(t)
+	case unix.PTRACE_EVENT_FORK, unix.PTRACE_EVENT_VFORK:
+		p.releaseForkChild(t, event == unix.PTRACE_EVENT_VFORK)
+		p.resumeThread(t)
 	case unix.PTRACE_EVENT_EXEC:
 		p.onExec(t)
 	default:
 		p.resumeThread(t)
 	}
+}
+
+// releaseForkChild detaches the child of a fork t just made. The child
+// is not debugged (gdbserver's default, follow-fork-mode parent), but it
+// inherited our int3s and would die of SIGTRAP on one: put the original
+// bytes back in its memory first. A vfork child shares its parent's
+// memory, so its int3s cannot be taken out; it usually execs at once.
+func (p *Process) releaseForkChild(t *thread, vfork bool) {
+	msg, err := unix.PtraceGetEventMsg(t.tid)
+	if err != nil {
+		return
+	}
+	child := int(msg)
+	if p.orphans[child] {
+		delete(p.orphans, child)
+	} else {
+		for {
+			_, ws, err := wait4(child, 0)
+			if err != nil || ws.Exited() || ws.Signaled() {
+				return
+			}
+			if ws.Stopped() {
+				break
+			}
+		}
+	}
+	if !vfork && len(p.swbps) > 0 {
+		if f, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", child), os.O_RDWR, 0); err == nil {
+			for addr, bp := range p.swbps {
+				if bp.inserted {
+					_, _ = f.WriteAt([]byte{bp.orig}, int64(addr))
+				}
+			}
+			f.Close()
+		}
+	}
+	_ = ptraceDetach(child, 0)
 }
 
 // onExec resets the state an execve destroyed and queues the exec stop.
@@ -648,6 +688,8 @@ func (p *Process) stepThread(t *thread, sig int) (bool, error) {
 			p.stopping = true // keep the new thread stopped for now
 			p.handleEvent(t, unix.PTRACE_EVENT_CLONE)
 			p.stopping = saved
+		case s == unix.SIGTRAP && (ws.TrapCause() == unix.PTRACE_EVENT_FORK || ws.TrapCause() == unix.PTRACE_EVENT_VFORK):
+			p.releaseForkChild(t, ws.TrapCause() == unix.PTRACE_EVENT_VFORK)
 		case s == unix.SIGTRAP && ws.TrapCause() == unix.PTRACE_EVENT_EXEC:
 			p.onExec(t)
 			return false, nil

@@ -1213,3 +1213,37 @@ func TestNoResumed(t *testing.T) {
 		t.Errorf("resuming a bogus thread: %v", err)
 	}
 }
+
+// TestForkChildReleased: a forked child is let go with our int3s taken
+// out of its memory, so it runs normally while the parent still stops.
+func TestForkChildReleased(t *testing.T) {
+	p := launch(t, "fork")
+	runToMain(t, p)
+	hit := symbol(t, p, "hit")
+	if err := p.InsertBreakpoint(SoftwareBreakpoint, hit, 1); err != nil {
+		t.Fatal(err)
+	}
+	resumeAll(t, p)
+	ev := wait(t, p)
+	if ev.Signal == int(unix.SIGCHLD) {
+		// The child's exit: pass it on as gdb would.
+		if err := p.Resume([]Action{{Tid: ev.Tid, Signal: ev.Signal}, {Tid: -1}}); err != nil {
+			t.Fatal(err)
+		}
+		ev = wait(t, p)
+	}
+	if ev.Reason != "swbreak" || ev.Tid != p.Pid() {
+		t.Fatalf("event %+v, want the parent at the breakpoint", ev)
+	}
+	r, err := p.Registers(ev.Tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Uint64(tdesc.RDI) != 2 {
+		t.Errorf("breakpoint hit with argument %d, want the parent's 2", r.Uint64(tdesc.RDI))
+	}
+	resumeAll(t, p)
+	if ev := wait(t, p); ev.Kind != Exited || ev.ExitCode != 11 {
+		t.Errorf("end %+v, want exit 11 (child exited normally)", ev)
+	}
+}

@@ -61,6 +61,11 @@ type Process struct {
 	xstateLen int // size of the XSAVE area (0: use FXSAVE only)
 }
 
+// traceOptions are the ptrace options of every tracee. Forks are traced
+// only to take our int3s out of the child before letting it go.
+const traceOptions = unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_TRACEEXEC | unix.PTRACE_O_TRACESYSGOOD |
+	unix.PTRACE_O_TRACEFORK | unix.PTRACE_O_TRACEVFORK
+
 // thread is the ptrace goroutine's view of one thread.
 type thread struct {
 	tid             int
@@ -236,7 +241,7 @@ func (p *Process) launch(o LaunchOptions) error {
 	if err := p.waitStartupTrap(); err != nil {
 		return err
 	}
-	opts := unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_TRACEEXEC | unix.PTRACE_O_TRACESYSGOOD | unix.PTRACE_O_EXITKILL
+	opts := traceOptions | unix.PTRACE_O_EXITKILL
 	if err := unix.PtraceSetOptions(pid, opts); err != nil {
 		_ = unix.Kill(pid, unix.SIGKILL)
 		_, _, _ = wait4(pid, 0)
@@ -328,7 +333,7 @@ func Attach(pid int) (*Process, error) {
 }
 
 func (p *Process) attach() error {
-	opts := unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_TRACEEXEC | unix.PTRACE_O_TRACESYSGOOD
+	opts := traceOptions
 	// Threads may be created while we attach: repeat until a pass over
 	// /proc/PID/task finds nothing new.
 	for {

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 volatile int counter;
@@ -119,6 +120,17 @@ int main(int argc, char **argv) {
 		for (;;) {
 			counter++;
 		}
+	}
+	if (strcmp(mode, "fork") == 0) {
+		int status = 0;
+		pid_t child = fork();
+		if (child == 0) {
+			hit(1); /* must not trap: the stub removes its int3s in the child */
+			_exit(3);
+		}
+		waitpid(child, &status, 0);
+		hit(2);
+		return WIFEXITED(status) && WEXITSTATUS(status) == 3 ? 11 : 12;
 	}
 	if (strcmp(mode, "exec") == 0) {
 		execl(argv[0], argv[0], "exit", (char *)NULL);
