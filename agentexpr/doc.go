@@ -41,6 +41,26 @@
 //     argument belongs to the first conversion (GDB pushes them in reverse).
 //   - end returns the value on top of the stack, or 0 if it is empty.
 //
+// # Using the package
+//
+// Parse (or DecodeHex for the hex of a QTDP "X" action) decodes bytecode;
+// Validate checks it against the target's Limits and computes MaxDepth;
+// Eval interprets it against an Env (memory, registers, trace state
+// variables, a Collector for trace opcodes, an Output for printf);
+// Optimize returns a smaller equivalent expression; Disassemble and Explain
+// render expressions for people. Insn.StackEffect and Expr.JumpTarget give
+// other code generators (package jit) the facts Validate relies on.
+// Assemble builds bytecode from text and ParseGDBListing from the listing
+// "maint agent" prints, for tests and tools.
+//
+// The golden tests in testdata/golden hold bytecode captured from gdb 13.1
+// and gdbserver for testdata/prog.c; re-capture them with
+//
+//	go test ./agentexpr -run TestGoldenCapture -update
+//
+// Errors are *DecodeError, *ValidationError or *EvalError; errors.Is finds
+// their class (ErrDivideByZero, ErrUnreadable, ErrStackUnderflow, ...).
+//
 // Validate insists, like GDB's own ax_reqs, that every instruction is reached
 // with the same stack depth on every path; that makes the static analysis
 // exact and guarantees that no loop can grow the stack.

@@ -31,9 +31,12 @@ type Collector interface {
 	CollectTSV(num int) error
 }
 
-// Output receives printf requests: format is the C format string (without
-// its NUL) and args the arguments, args[0] for the first conversion.
-// WriterOutput formats them with FormatC.
+// Output receives printf requests: format is the format string exactly as
+// GDB sent it, without its NUL and with C escapes such as \n still
+// unprocessed (GDB sends it "as it appears in C source"), and args holds the
+// arguments, args[0] for the first conversion. FormatC turns the pair into
+// text (reading %s strings from memory); WriterOutput does that and writes
+// the text out.
 type Output interface {
 	Printf(format string, args []uint64) error
 }
@@ -72,6 +75,7 @@ type EvalError struct {
 	Err error // the cause; errors.Is finds the class (ErrDivideByZero, ...)
 }
 
+// Error describes the failure with its offset and opcode.
 func (e *EvalError) Error() string {
 	return fmt.Sprintf("agentexpr: eval at offset %d (%s): %v", e.Off, e.Op, e.Err)
 }

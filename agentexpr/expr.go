@@ -72,6 +72,7 @@ type DecodeError struct {
 	Err error // ErrUnknownOpcode or ErrTruncated
 }
 
+// Error describes the failure with its offset and opcode.
 func (e *DecodeError) Error() string {
 	return fmt.Sprintf("agentexpr: decode at offset %d (%s): %v", e.Off, e.Op, e.Err)
 }
@@ -218,6 +219,19 @@ func (in Insn) StackEffect() (needed, delta int) {
 	}
 	info := &opInfos[in.Op]
 	return info.Consumed, info.Produced - info.Consumed
+}
+
+// JumpTarget returns the index in e.Insns of the instruction that the jump
+// e.Insns[i] goes to, or -1 if Insns[i] is not a jump or its target is not
+// an instruction boundary (Validate rejects such code).
+func (e *Expr) JumpTarget(i int) int {
+	if len(e.jumpIndex) != len(e.Insns) {
+		e.summarize()
+	}
+	if i < 0 || i >= len(e.jumpIndex) {
+		return -1
+	}
+	return e.jumpIndex[i]
 }
 
 // IsJump reports whether the instruction is goto or if_goto.

@@ -171,3 +171,16 @@ func TestDisassemble(t *testing.T) {
 		t.Errorf("Disassemble:\n%s\nwant:\n%s", got, want)
 	}
 }
+
+func TestJumpTarget(t *testing.T) {
+	e, _ := Parse(MustAssemble("const8 1; if_goto a; const8 2; a:; end; goto 1"))
+	want := []int{-1, 3, -1, -1, -1}
+	for i, w := range want {
+		if got := e.JumpTarget(i); got != w {
+			t.Errorf("JumpTarget(%d) = %d, want %d", i, got, w)
+		}
+	}
+	if e.JumpTarget(99) != -1 || e.JumpTarget(-1) != -1 {
+		t.Errorf("out-of-range index not -1")
+	}
+}

@@ -22,6 +22,7 @@ type ValidationError struct {
 	Err error  // error class, e.g. ErrStackUnderflow, ErrBadJump
 }
 
+// Error describes the problem with its offset and opcode.
 func (e *ValidationError) Error() string {
 	if e.Off < 0 {
 		return fmt.Sprintf("agentexpr: invalid expression: %s", e.Msg)
