@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -134,8 +135,14 @@ func (e *Engine) qtDP(s string) []byte {
 	e.mu.Lock()
 	tp := e.findTP(h.num, h.addr)
 	if tp == nil {
+		// Keep the table sorted by address, a new location after the
+		// others at its address, like gdbserver (the upload order).
 		tp = &Tracepoint{Num: h.num, Addr: h.addr}
-		e.tps = append(e.tps, tp)
+		i := len(e.tps)
+		for i > 0 && e.tps[i-1].Addr > h.addr {
+			i--
+		}
+		e.tps = slices.Insert(e.tps, i, tp)
 	}
 	// A known location is redefined in place: gdb downloads a running
 	// experiment's locations again when it re-sets breakpoints (a shared

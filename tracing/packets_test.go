@@ -549,3 +549,18 @@ func (c *countingThread) ReadMemory(addr uint64, buf []byte) (int, error) {
 	*c.reads++
 	return c.fakeThread.ReadMemory(addr, buf)
 }
+
+func TestTracepointsSortedByAddress(t *testing.T) {
+	e, _, _ := newTestEngine(t)
+	mustOK(t, e, "QTinit", "QTDP:1:500:E:0:0", "QTDP:2:300:E:0:0", "QTDP:3:500:E:0:0", "QTDP:4:100:D:0:0", "QTDP:1:300:E:0:0")
+	var got []string
+	for _, tp := range e.Tracepoints() {
+		got = append(got, hexInt(tp.Num)+"@"+hexAddr(tp.Addr))
+	}
+	if want := "4@100 2@300 1@300 1@500 3@500"; strings.Join(got, " ") != want {
+		t.Errorf("tracepoint order %q, want %q (by address, then definition)", strings.Join(got, " "), want)
+	}
+	if got := send(t, e, "qTfP"); got != "T4:100:D:0:0" {
+		t.Errorf("first uploaded location %q", got)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -243,7 +244,8 @@ func TestUploadRoundTrip(t *testing.T) {
 		t.Fatalf("uploaded %d lines, first %q", len(lines), lines[0])
 	}
 	tsvs := upload(t, e, "qTfV", "qTsV")
-	want := []string{"1:0:1:74726163655f74696d657374616d70", "2:5:0:76", "3:fffffffffffffffd:0:6e6567"}
+	// Newest first, like gdbserver.
+	want := []string{"3:fffffffffffffffd:0:6e6567", "2:5:0:76", "1:0:1:74726163655f74696d657374616d70"}
 	if strings.Join(tsvs, " ") != strings.Join(want, " ") {
 		t.Errorf("qTfV/qTsV = %q, want %q", tsvs, want)
 	}
@@ -275,7 +277,7 @@ func TestUploadRoundTrip(t *testing.T) {
 		}
 		mustOK(t, e2, pkt)
 	}
-	for _, v := range tsvs[1:] {
+	for _, v := range slices.Backward(tsvs[:len(tsvs)-1]) { // gdb defines them oldest first
 		mustOK(t, e2, "QTDV:"+v)
 	}
 	if again := upload(t, e2, "qTfP", "qTsP"); strings.Join(again, "\n") != strings.Join(lines, "\n") {

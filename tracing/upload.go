@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"gotpstub/frames"
@@ -43,10 +44,12 @@ func (e *Engine) definitionLinesLocked() []string {
 	return lines
 }
 
-// tsvLinesLocked returns the qTfV/qTsV replies "n:initial:builtin:name".
+// tsvLinesLocked returns the qTfV/qTsV replies "n:initial:builtin:name",
+// newest variable first like gdbserver (gdb reverses the list it uploads,
+// so it then creates them in definition order).
 func (e *Engine) tsvLinesLocked() []string {
 	var lines []string
-	for _, v := range e.tsvs {
+	for _, v := range slices.Backward(e.tsvs) {
 		builtin := 0
 		if v.builtin {
 			builtin = 1
