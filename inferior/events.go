@@ -338,12 +338,18 @@ func (p *Process) breakpointHit(t *thread, bp *swBreakpoint) {
 		p.queue(trapEv)
 	default:
 		if pc == bp.addr && cur != nil && cur.inserted {
-			if err := p.stepOverBreakpoint(t, cur, 0); err != nil {
+			t.hookedAt = bp.addr
+			if p.stopping {
+				// Everything is being stopped anyway: whoever resumes
+				// the thread steps it over the trap first.
 				return
 			}
-			if !t.stopped || p.hasPending(t.tid) {
-				return
-			}
+			// Step over the trap in place. The int3 is out of memory
+			// meanwhile, so stop the other threads first lest they run
+			// through it unseen, and let them go again afterwards.
+			p.stopAll()
+			p.resumeAfterHooks()
+			return
 		}
 		if t.step {
 			// gdb's single-step ended inside the trap's handling.
@@ -351,6 +357,44 @@ func (p *Process) breakpointHit(t *thread, bp *swBreakpoint) {
 			return
 		}
 		p.resumeThread(t)
+	}
+}
+
+// resumeAfterHooks lets every thread that should run go again after an
+// internal stop of all threads: first the threads left on an internal
+// trap whose hook already ran are stepped over it, one at a time with
+// everything stopped, then all are resumed.
+func (p *Process) resumeAfterHooks() {
+	tids := make([]int, 0, len(p.threads))
+	for tid := range p.threads {
+		tids = append(tids, tid)
+	}
+	sort.Ints(tids)
+	for _, tid := range tids {
+		t := p.threads[tid]
+		if t == nil || t.hookedAt == 0 {
+			continue
+		}
+		addr := t.hookedAt
+		t.hookedAt = 0
+		if !t.stopped || !t.resumed || p.hasPending(t.tid) {
+			continue
+		}
+		bp := p.swbps[addr]
+		if pc, err := getPC(t.tid); err != nil || pc != addr || bp == nil || !bp.inserted {
+			continue
+		}
+		if err := p.stepOverBreakpoint(t, bp, 0); err != nil {
+			continue
+		}
+		if t.step && p.threads[tid] == t && !p.hasPending(tid) {
+			p.queue(StopEvent{Kind: SignalStop, Tid: tid, Signal: int(unix.SIGTRAP)})
+		}
+	}
+	for _, tid := range tids {
+		if t := p.threads[tid]; t != nil {
+			p.resumeThread(t)
+		}
 	}
 }
 
@@ -442,9 +486,7 @@ func (p *Process) serviceWaiter() {
 			p.dropStaleEvents()
 			if len(p.pending) == 0 {
 				// Every queued event went stale while stopping: run on.
-				for _, t := range p.threads {
-					p.resumeThread(t)
-				}
+				p.resumeAfterHooks()
 				return
 			}
 			ev = p.pending[0]
@@ -555,7 +597,7 @@ func (p *Process) resume(actions []Action) error {
 	var toRun []*thread
 	for _, tid := range tids {
 		t := p.threads[tid]
-		t.resumed, t.step, t.sig = false, false, 0
+		t.resumed, t.step, t.sig, t.hookedAt = false, false, 0, 0
 		for _, a := range actions {
 			if a.Tid != tid && a.Tid != -1 && a.Tid != 0 {
 				continue

@@ -1247,3 +1247,28 @@ func TestForkChildReleased(t *testing.T) {
 		t.Errorf("end %+v, want exit 11 (child exited normally)", ev)
 	}
 }
+
+// TestInternalTrapStepOverInPlace: a hook that leaves the pc on the trap
+// has the instruction stepped over in place, with the other threads held
+// meanwhile so that none of their hits is missed.
+func TestInternalTrapStepOverInPlace(t *testing.T) {
+	p := launch(t, "tp")
+	runToMain(t, p)
+	site := symbol(t, p, "tp_site")
+	hits := 0
+	p.SetTrapHook(func(s *Stopped) TrapAction {
+		hits++
+		return TrapResume
+	})
+	if err := p.InsertInternalTrap(site); err != nil {
+		t.Fatal(err)
+	}
+	resumeAll(t, p)
+	ev := wait(t, p)
+	if ev.Kind != Exited || ev.ExitCode != 400&0xff {
+		t.Fatalf("end %+v", ev)
+	}
+	if hits != 400 {
+		t.Errorf("%d hits, want 400", hits)
+	}
+}

@@ -69,14 +69,15 @@ const traceOptions = unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_TRACEEXEC | unix.P
 // thread is the ptrace goroutine's view of one thread.
 type thread struct {
 	tid             int
-	stopped         bool  // in a ptrace-stop
-	resumed         bool  // gdb asked it to run and no all-stop has happened since
-	step            bool  // resumed by single-step
-	sig             int   // signal to deliver at the next resumption
-	sigQueue        []int // signals gdb passed while the thread could not be resumed
-	sigstopExpected bool  // a SIGSTOP we sent (or attach/clone's) is still to arrive
-	zombie          bool  // exited but not reapable yet (a leader with live threads)
-	drGen           int   // debugRegs generation written into the thread
+	stopped         bool   // in a ptrace-stop
+	resumed         bool   // gdb asked it to run and no all-stop has happened since
+	step            bool   // resumed by single-step
+	sig             int    // signal to deliver at the next resumption
+	sigQueue        []int  // signals gdb passed while the thread could not be resumed
+	sigstopExpected bool   // a SIGSTOP we sent (or attach/clone's) is still to arrive
+	zombie          bool   // exited but not reapable yet (a leader with live threads)
+	drGen           int    // debugRegs generation written into the thread
+	hookedAt        uint64 // internal trap whose hook ran while the thread stays on it
 }
 
 type waitResult struct {
