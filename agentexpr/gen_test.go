@@ -155,7 +155,14 @@ func (b *progBuilder) value() {
 		b.place(end)
 	case 12:
 		b.value()
-		b.op(OpDup, 0)
+		if r.IntN(3) == 0 {
+			b.op(OpPick, 0)
+		} else {
+			b.op(OpDup, 0)
+		}
+		if r.IntN(3) == 0 {
+			b.op(OpSwap, 0)
+		}
 		b.op(genBinary[r.IntN(len(genBinary))], 0)
 	case 13:
 		b.value()

@@ -28,8 +28,9 @@ type optInsn struct {
 //     small negative values);
 //   - removal of ext/zero_ext that cannot change the value (width >= 64,
 //     after a narrower ref, after an equal or narrower extension);
-//   - removal of pushes that are immediately popped (const, dup, pick) and
-//     of swap swap; identities such as x+0, x*1, x|0, x<<0;
+//   - removal of pushes that are immediately popped (const, dup, pick), of
+//     swap swap, swap before a commutative operation and swap after dup;
+//     pick 0 becomes dup; identities such as x+0, x*1, x|0, x<<0;
 //   - if_goto on a constant becomes goto or disappears; log_not log_not
 //     if_goto becomes if_goto; if_goto to the next instruction becomes pop;
 //   - jump threading (a jump to a goto goes to its target, a goto to end
@@ -406,6 +407,10 @@ func peephole(prog []optInsn, i int, isTarget []bool) (int, []optInsn, bool) {
 		if in.Imm >= 64 {
 			return 1, nil, true
 		}
+	case OpPick:
+		if in.Imm == 0 {
+			return 1, []optInsn{{Insn: Insn{Op: OpDup}}}, true
+		}
 	case OpGoto:
 		if in.target == i+1 {
 			return 1, nil, true
@@ -423,6 +428,10 @@ func peephole(prog []optInsn, i int, isTarget []bool) (int, []optInsn, bool) {
 		return 2, nil, true
 	case in.Op == OpSwap && nx.Op == OpSwap:
 		return 2, nil, true
+	case in.Op == OpSwap && isCommutative(nx.Op):
+		return 2, []optInsn{nx}, true
+	case in.Op == OpDup && nx.Op == OpSwap:
+		return 2, []optInsn{in}, true
 	case refWidth(in.Op) > 0 && nx.Op == OpZeroExt && nx.Imm >= refWidth(in.Op):
 		return 2, []optInsn{in}, true
 	case refWidth(in.Op) > 0 && nx.Op == OpExt && nx.Imm > refWidth(in.Op):
@@ -446,6 +455,16 @@ func peephole(prog []optInsn, i int, isTarget []bool) (int, []optInsn, bool) {
 		return 2, []optInsn{in}, true
 	}
 	return 0, nil, false
+}
+
+// isCommutative reports whether op gives the same result with its two
+// operands exchanged.
+func isCommutative(op Op) bool {
+	switch op {
+	case OpAdd, OpMul, OpBitAnd, OpBitOr, OpBitXor, OpEqual:
+		return true
+	}
+	return false
 }
 
 // isBoolean reports whether op always pushes 0 or 1.
