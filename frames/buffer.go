@@ -29,7 +29,7 @@ const EOBMarkerSize = HeaderSize
 // length field is a u16). AddMemory splits longer ranges.
 const MaxMemoryBlock = 0xffff
 
-// Errors returned by Commit and SetSize. Test with errors.Is.
+// Errors returned by Commit, SetSize and ReadTraceData. Test with errors.Is.
 var (
 	// ErrFull: the frame does not fit (linear buffer full, or the frame is
 	// larger than the whole buffer). The frame was not stored.
