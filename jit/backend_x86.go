@@ -71,7 +71,7 @@ func (amd64Backend) Compile(e *agentexpr.Expr, opts Options) (*Code, error) {
 		Arch:       "amd64",
 		Text:       g.a.buf,
 		RegsRead:   f.regs,
-		StackBytes: 8 + 8 + frameSize + 8*f.maxDepth + 8 + 16, // ret, rbp, frame, stack, helper call, realign
+		StackBytes: 8 + frameSize + 8*f.maxDepth + 48, // return address, frame (rbp, saved regs, scratch), expression stack, helper calls and realignment
 	}, nil
 }
 
