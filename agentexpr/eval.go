@@ -45,8 +45,8 @@ type Output interface {
 // giving up when Env.StepLimit is 0.
 const DefaultStepLimit = 1 << 20
 
-// maxEvalStack bounds the stack of an expression Eval runs without it
-// having been validated.
+// maxEvalStack bounds the stack Eval lets an expression use: DefaultMaxStack,
+// or the expression's MaxDepth if Validate accepted a deeper one.
 const maxEvalStack = DefaultMaxStack
 
 // Env is what an expression can see and touch while it runs. Nil members
@@ -105,6 +105,10 @@ func Eval(e *Expr, env *Env) (top uint64, err error) {
 	if limit <= 0 {
 		limit = DefaultStepLimit
 	}
+	stackLimit := maxEvalStack
+	if e.MaxDepth > stackLimit {
+		stackLimit = e.MaxDepth
+	}
 	var backing [32]uint64
 	stack := backing[:0]
 	fail := func(in Insn, err error) (uint64, error) {
@@ -125,7 +129,7 @@ func Eval(e *Expr, env *Env) (top uint64, err error) {
 		if len(stack) < needed {
 			return fail(in, fmt.Errorf("%w: needs %d items, stack has %d", ErrStackUnderflow, needed, len(stack)))
 		}
-		if len(stack)+delta > maxEvalStack {
+		if len(stack)+delta > stackLimit {
 			return fail(in, fmt.Errorf("%w: depth %d", ErrStackOverflow, len(stack)+delta))
 		}
 		n := len(stack)

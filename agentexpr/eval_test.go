@@ -236,3 +236,31 @@ func TestEvalPrintf(t *testing.T) {
 		t.Fatalf("printf calls %v, want %v", rec.printfs, want)
 	}
 }
+
+func TestEvalDeepStack(t *testing.T) {
+	var src string
+	for range 1500 {
+		src += "const8 1; "
+	}
+	for range 1499 {
+		src += "add; "
+	}
+	e, err := Parse(MustAssemble(src + "end"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Unvalidated, the default limit applies.
+	if _, err := Eval(e, nil); !errors.Is(err, ErrStackOverflow) {
+		t.Fatalf("Eval beyond the default stack: %v", err)
+	}
+	if err := Validate(e, Limits{}); !errors.Is(err, ErrStackOverflow) {
+		t.Fatalf("Validate with the default limit: %v", err)
+	}
+	// Validated with a larger limit, Eval honours it.
+	if err := Validate(e, Limits{MaxStack: 2000}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := Eval(e, nil); err != nil || got != 1500 {
+		t.Fatalf("Eval = %d, %v; want 1500", got, err)
+	}
+}
