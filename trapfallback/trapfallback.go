@@ -234,8 +234,12 @@ func (in *Installer) hook(st *inferior.Stopped) inferior.TrapAction {
 // stepOne single-steps st one instruction, displacing it if it sits on a
 // trap of ours.
 func (in *Installer) stepOne(st *inferior.Stopped) error {
+	regs, err := st.Registers()
+	if err != nil {
+		return err
+	}
 	in.mu.Lock()
-	s := in.sites[st.PC()]
+	s := in.sites[regs.Uint64(tdesc.RIP)] // st.PC() is where the hit was, not where we are
 	in.mu.Unlock()
 	if s != nil {
 		return in.stepOver(st, s)
