@@ -84,6 +84,7 @@ func (p *Process) setExited(ev StopEvent) {
 	}
 	p.updateTids()
 	p.runningFlag.Store(false)
+	p.gone.Store(true)
 }
 
 // queue records a reportable event; the thread stays stopped.
@@ -435,8 +436,7 @@ func (p *Process) stopAll() {
 			// A thread that never stops may be a zombie (an exited
 			// leader waiting for the others) or already dead.
 			for _, t := range p.threads {
-				if !t.stopped && threadState(p.pid, t.tid) != 'R' && threadState(p.pid, t.tid) != 'S' &&
-					threadState(p.pid, t.tid) != 'D' && threadState(p.pid, t.tid) != 't' && threadState(p.pid, t.tid) != 'T' {
+				if st := threadState(p.pid, t.tid); !t.stopped && (st == 'Z' || st == 'X') {
 					t.zombie = true
 				}
 			}
@@ -453,9 +453,14 @@ func threadState(pid, tid int) byte {
 	if err != nil {
 		return 'X'
 	}
-	s := string(b)
+	return statState(string(b))
+}
+
+// statState extracts the state letter from a /proc stat line ("pid (comm)
+// S ..."; comm may contain spaces and parentheses), or 'X' if malformed.
+func statState(s string) byte {
 	i := strings.LastIndexByte(s, ')')
-	if i < 0 || i+2 >= len(s) {
+	if i < 0 || i+2 >= len(s) || s[i+1] != ' ' {
 		return 'X'
 	}
 	return s[i+2]
@@ -783,6 +788,14 @@ func (p *Process) Interrupt() {
 // Kill kills the process with SIGKILL and reaps every thread; a pending
 // Wait then returns Killed.
 func (p *Process) Kill() error {
+	select {
+	case <-p.done:
+		return ErrClosed
+	default:
+	}
+	if p.gone.Load() {
+		return nil // reaped already: the pid may belong to someone else now
+	}
 	if err := unix.Kill(p.pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
 		return fmt.Errorf("kill %d: %w", p.pid, err)
 	}

@@ -1272,3 +1272,34 @@ func TestInternalTrapStepOverInPlace(t *testing.T) {
 		t.Errorf("%d hits, want 400", hits)
 	}
 }
+
+func TestStatState(t *testing.T) {
+	tests := []struct {
+		line string
+		want byte
+	}{
+		{"123 (prog) S 1 123 123 0 -1", 'S'},
+		{"123 (a) b) (c) t 1 2", 't'},
+		{"123 (prog) Z 1", 'Z'},
+		{"123 (prog)", 'X'},
+		{"garbage", 'X'},
+		{"", 'X'},
+	}
+	for _, tt := range tests {
+		if got := statState(tt.line); got != tt.want {
+			t.Errorf("statState(%q) = %c, want %c", tt.line, got, tt.want)
+		}
+	}
+}
+
+func FuzzStatState(f *testing.F) {
+	f.Add("123 (prog) S 1 123")
+	f.Add("1 ((x)) R")
+	f.Add(")")
+	f.Fuzz(func(t *testing.T, s string) {
+		got := statState(s)
+		if got != 'X' && !strings.Contains(s, ") "+string([]byte{got})) {
+			t.Fatalf("statState(%q) = %c, not found after a ')'", s, got)
+		}
+	})
+}

@@ -43,6 +43,7 @@ type Process struct {
 	intrMu      sync.Mutex
 	intrTid     int         // thread an interrupt SIGSTOP was sent to, 0 for none
 	runningFlag atomic.Bool // threads were resumed and no Wait has returned since
+	gone        atomic.Bool // the process exited, was killed or detached
 
 	// Everything below belongs to the ptrace goroutine.
 	threads   map[int]*thread
@@ -513,6 +514,9 @@ func (p *Process) ExePath() (string, error) {
 // called afterwards return ErrClosed.
 func (p *Process) Close() {
 	p.closeOnce.Do(func() { close(p.quit) })
+	if unix.Gettid() == p.tracerTid {
+		return // called from a trap hook: the loop ends when the hook returns
+	}
 	<-p.done
 }
 
