@@ -43,5 +43,23 @@
 // thread hits one, only that thread stops: the hook set with SetTrapHook
 // runs on the ptrace goroutine with a *Stopped handle, and the thread
 // continues silently unless the hook asks for a report or gdb has a
-// breakpoint at the same address.
+// breakpoint at the same address. A hook that moves the pc past the
+// trapped instruction (emulation, displaced stepping) costs one stop of
+// one thread; a hook that leaves the pc on the trap makes the package step
+// the instruction in place, which stops every thread meanwhile so that no
+// other thread runs through the trap while its int3 is out of memory.
+//
+// # Forks and exec
+//
+// Forked children are not debugged (gdb's follow-fork-mode parent): the
+// child is traced just long enough to take our int3s out of its memory,
+// then detached. A vfork child shares its parent's memory and is detached
+// as it is. An exec is reported as a SIGTRAP stop with Exec set;
+// breakpoints, internal traps and debug registers are forgotten, since the
+// new program image has none of them.
+//
+// # Architecture
+//
+// Register transfer, debug registers, the breakpoint instruction and
+// system-call injection live in *_amd64.go files.
 package inferior

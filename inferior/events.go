@@ -296,8 +296,8 @@ func (p *Process) handleTrap(t *thread) {
 	if si.Code == siKernel || si.Code == trapBrkpt {
 		pc, err := getPC(t.tid)
 		if err == nil {
-			if bp := p.swbps[pc-1]; bp != nil && bp.inserted {
-				_ = setPC(t.tid, pc-1)
+			if bp := p.swbps[pc-breakpointPCAdjust]; bp != nil && bp.inserted {
+				_ = setPC(t.tid, pc-breakpointPCAdjust)
 				p.breakpointHit(t, bp)
 				return
 			}
@@ -688,7 +688,7 @@ func (p *Process) stepOverBreakpoint(t *thread, bp *swBreakpoint, sig int) error
 	bp.inserted = false
 	_, err := p.stepThread(t, sig)
 	if cur := p.swbps[bp.addr]; cur == bp && p.exitEvent == nil {
-		if ierr := p.pokeByte(bp.addr, 0xcc); ierr == nil {
+		if ierr := p.pokeByte(bp.addr, breakpointInsn); ierr == nil {
 			bp.inserted = true
 		} else if err == nil {
 			err = ierr

@@ -15,7 +15,7 @@ type swBreakpoint struct {
 	orig     byte // the byte the int3 replaced
 	user     bool // gdb's Z0
 	internal bool // the stub's internal trap
-	inserted bool // 0xcc is in memory
+	inserted bool // the breakpoint instruction is in memory
 }
 
 // readRaw reads memory as it is, int3s included.
@@ -122,7 +122,7 @@ func (p *Process) writeMemory(addr uint64, data []byte) error {
 			if out == nil {
 				out = append([]byte(nil), data...)
 			}
-			out[a-addr] = 0xcc
+			out[a-addr] = breakpointInsn
 		}
 	}
 	if out == nil {
@@ -150,7 +150,7 @@ func (p *Process) insertSoftware(addr uint64, internal bool) error {
 		if _, err := p.readRaw(addr, orig[:]); err != nil {
 			return fmt.Errorf("breakpoint at %#x: %w", addr, err)
 		}
-		if err := p.pokeByte(addr, 0xcc); err != nil {
+		if err := p.pokeByte(addr, breakpointInsn); err != nil {
 			return fmt.Errorf("breakpoint at %#x: %w", addr, err)
 		}
 		bp = &swBreakpoint{addr: addr, orig: orig[0], inserted: true}
