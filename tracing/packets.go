@@ -425,11 +425,14 @@ func (e *Engine) qtFrame(s string) []byte {
 		f, found = e.buf.FindPC(after, pc, e.pcOffset)
 	case strings.HasPrefix(s, "tdp:"):
 		c.pos = len("tdp:")
-		n, err := c.hexInt()
+		n, err := c.hex()
 		if err != nil || !c.done() {
 			return errorReply(fmt.Errorf("QTFrame:tdp: %w", errSyntax))
 		}
-		f, found = e.buf.FindTracepoint(after, n)
+		// gdb sends "tfind tracepoint -1" as ffffffff: no such tracepoint.
+		if n <= 0xffff {
+			f, found = e.buf.FindTracepoint(after, int(n))
+		}
 	case strings.HasPrefix(s, "range:"), strings.HasPrefix(s, "outside:"):
 		inside := strings.HasPrefix(s, "range:")
 		c.pos = strings.IndexByte(s, ':') + 1
@@ -449,11 +452,13 @@ func (e *Engine) qtFrame(s string) []byte {
 		e.frame = nil
 		return replyOK
 	default:
-		n, err := c.hexInt()
+		n, err := c.hex()
 		if err != nil || !c.done() {
 			return errorReply(fmt.Errorf("QTFrame: %w: %q", errSyntax, s))
 		}
-		f, found = e.buf.Frame(n)
+		if n < 1<<31 {
+			f, found = e.buf.Frame(int(n))
+		}
 	}
 	if !found {
 		return []byte("F-1")

@@ -194,6 +194,8 @@ func TestCapturedSession(t *testing.T) {
 		{"QTFrame:pc:555555555140", "F3T2"}, // next hit frame after frame 1
 		{"QTFrame:pc:555555555140", "F6T2"},
 		{"QTFrame:tdp:3", "F-1"},
+		{"QTFrame:tdp:ffffffff", "F-1"}, // tfind tracepoint -1 (gdb.trace/tfind.exp)
+		{"QTFrame:fffffffe", "F-1"},
 		{"QTFrame:range:555555555141:555555555150", "F7T2"},
 		{"QTFrame:outside:555555555141:555555555150", "F9T2"},
 		{"QTFrame:11", "F11T2"},
