@@ -1303,3 +1303,27 @@ func FuzzStatState(f *testing.F) {
 		}
 	})
 }
+
+func TestSiginfo(t *testing.T) {
+	p := launch(t, "signal")
+	resumeAll(t, p)
+	ev := wait(t, p)
+	if ev.Signal != int(unix.SIGUSR1) {
+		t.Fatalf("event %+v", ev)
+	}
+	si, err := p.Siginfo(ev.Tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(si) != 128 {
+		t.Fatalf("siginfo is %d bytes", len(si))
+	}
+	signo := int32(binary.LittleEndian.Uint32(si[0:]))
+	code := int32(binary.LittleEndian.Uint32(si[8:]))
+	if signo != int32(unix.SIGUSR1) || code != siTkill {
+		t.Errorf("si_signo %d si_code %d, want %d and SI_TKILL", signo, code, unix.SIGUSR1)
+	}
+	if _, err := p.Siginfo(987654321); err == nil {
+		t.Error("siginfo of a bogus thread succeeded")
+	}
+}

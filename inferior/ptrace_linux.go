@@ -1,6 +1,7 @@
 package inferior
 
 import (
+	"fmt"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -77,7 +78,7 @@ type siginfo struct {
 	Code  int32
 	_     int32
 	Addr  uint64 // si_addr for SIGTRAP/SIGSEGV
-	_     [112]byte
+	_     [104]byte // the rest of the 128-byte siginfo_t
 }
 
 // Signal codes in si_code.
@@ -121,3 +122,22 @@ func personality(persona uint64) (uint64, error) {
 
 // addrNoRandomize is the ADDR_NO_RANDOMIZE personality flag.
 const addrNoRandomize = 0x0040000
+
+// Siginfo returns the raw siginfo_t (128 bytes, the host layout gdb's
+// qXfer:siginfo:read serves) of the signal that stopped thread tid.
+func (p *Process) Siginfo(tid int) ([]byte, error) {
+	var out []byte
+	err := p.do(func() error {
+		if _, err := p.stoppedThread(tid); err != nil {
+			return fmt.Errorf("siginfo: %w", err)
+		}
+		si, err := getSiginfo(tid)
+		if err != nil {
+			return fmt.Errorf("siginfo of %d: %w", tid, err)
+		}
+		out = make([]byte, unsafe.Sizeof(si))
+		copy(out, unsafe.Slice((*byte)(unsafe.Pointer(&si)), unsafe.Sizeof(si)))
+		return nil
+	})
+	return out, err
+}
