@@ -77,7 +77,7 @@ type siginfo struct {
 	Errno int32
 	Code  int32
 	_     int32
-	Addr  uint64 // si_addr for SIGTRAP/SIGSEGV
+	Addr  uint64    // si_addr for SIGTRAP/SIGSEGV
 	_     [104]byte // the rest of the 128-byte siginfo_t
 }
 
