@@ -152,9 +152,19 @@ func (e *Engine) qtDP(s string) []byte {
 	tp.Fast, tp.FastLen, tp.Static, tp.Cond = h.fast, h.fastLen, h.static, h.cond
 	tp.Actions, tp.StepActions, tp.Sources, tp.stepping = nil, nil, nil, false
 	install := e.running && !h.more && tp.Enabled && !tp.installed
+	remove := !tp.Enabled && tp.installed
+	if remove {
+		tp.installed = false
+	}
+	inst := e.installer
 	e.mu.Unlock()
-	if install {
+	switch {
+	case install:
 		return e.installDuringRun(tp)
+	case remove && inst != nil:
+		if err := inst.Remove(tp); err != nil {
+			return errorReply(fmt.Errorf("QTDP: removing disabled tracepoint %d at %#x: %w", tp.Num, tp.Addr, err))
+		}
 	}
 	return replyOK
 }

@@ -314,11 +314,17 @@ func TestEnableDisableAndInstallInTrace(t *testing.T) {
 	if len(e.Tracepoints()) != 3 {
 		t.Errorf("the location that failed to install was kept")
 	}
+	// gdb re-sends known locations after a library load: redefined in
+	// place; one now disabled comes out.
+	mustOK(t, e, "QTDP:3:401000:E:0:0", "QTDP:2:"+hexAddr(addrLine16)+":D:0:0")
+	if inst.count() != 1 || len(findTracepoint(t, e, 3).Actions) != 0 {
+		t.Errorf("redefinitions: %d installed (want 1), %d actions on 3 (want 0)", inst.count(), len(findTracepoint(t, e, 3).Actions))
+	}
 	mustOK(t, e, "QTStop")
 	if inst.count() != 0 {
 		t.Errorf("%d still installed after QTStop", inst.count())
 	}
-	inst.failAddr = addrLine16
+	inst.failAddr = 0x401000
 	if got := send(t, e, "QTStart"); !strings.HasPrefix(got, "E.") || inst.count() != 0 || e.Running() {
 		t.Errorf("QTStart with a failing install: %q, %d installed, running %v", got, inst.count(), e.Running())
 	}
