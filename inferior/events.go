@@ -272,6 +272,7 @@ func (p *Process) onExec(t *thread) {
 		}
 	}
 	p.pending = nil
+	t.sigstopExpected, t.sigQueue, t.hookedAt, t.zombie = false, nil, 0, false
 	p.swbps = map[uint64]*swBreakpoint{}
 	p.debugRegs = debugRegisters{} // the kernel flushes them on exec
 	p.drGen++
@@ -358,6 +359,18 @@ func (p *Process) breakpointHit(t *thread, bp *swBreakpoint) {
 			return
 		}
 		p.resumeThread(t)
+	}
+}
+
+// recordStopPCs notes every stopped thread's pc: Resume steps a thread
+// over a breakpoint only if it is still where it stopped.
+func (p *Process) recordStopPCs() {
+	for _, t := range p.threads {
+		if t.stopped && !t.zombie {
+			if pc, err := getPC(t.tid); err == nil {
+				t.stopPC = pc
+			}
+		}
 	}
 }
 
@@ -499,6 +512,7 @@ func (p *Process) serviceWaiter() {
 			for _, t := range p.threads {
 				t.resumed = false
 			}
+			p.recordStopPCs()
 			p.consumeInterrupt()
 		}
 	}
@@ -538,6 +552,11 @@ func (p *Process) dropStaleEvents() {
 			pc, err := getPC(ev.Tid)
 			if err == nil {
 				if bp := p.swbps[pc]; bp == nil || !bp.user {
+					if t := p.threads[ev.Tid]; t != nil && bp != nil && bp.internal {
+						// The hook ran for this hit already: step over
+						// the trap rather than hit it again.
+						t.hookedAt = pc
+					}
 					continue
 				}
 			}
@@ -633,7 +652,9 @@ func (p *Process) resume(actions []Action) error {
 			continue
 		}
 		bp := p.swbps[pc]
-		if bp == nil || !bp.inserted {
+		if bp == nil || !bp.inserted || pc != t.stopPC {
+			// Not on a breakpoint, or gdb moved the pc onto one (jump):
+			// then the breakpoint is to be hit, as with gdbserver.
 			continue
 		}
 		sig := t.takeSignal()

@@ -1327,3 +1327,33 @@ func TestSiginfo(t *testing.T) {
 		t.Error("siginfo of a bogus thread succeeded")
 	}
 }
+
+// TestJumpOntoBreakpoint: resuming a thread whose pc gdb moved onto a
+// breakpoint hits it (it is stepped over only if it stopped there).
+func TestJumpOntoBreakpoint(t *testing.T) {
+	p := launch(t, "bp")
+	runToMain(t, p)
+	hit := symbol(t, p, "hit")
+	if err := p.InsertBreakpoint(SoftwareBreakpoint, hit, 1); err != nil {
+		t.Fatal(err)
+	}
+	r, err := p.Registers(p.Pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = r.SetUint64(tdesc.RIP, hit)
+	if err := p.SetRegisters(p.Pid(), r); err != nil {
+		t.Fatal(err)
+	}
+	resumeAll(t, p)
+	ev := wait(t, p)
+	if ev.Reason != "swbreak" || pc(t, p, ev.Tid) != hit {
+		t.Fatalf("event %+v at %#x, want the breakpoint at %#x hit at once", ev, pc(t, p, ev.Tid), hit)
+	}
+	// Stopped there now: resuming steps over it. hit then returns
+	// straight into main's caller, which exits.
+	resumeAll(t, p)
+	if ev := wait(t, p); ev.Kind != Exited {
+		t.Errorf("after stepping over: %+v, want the exit", ev)
+	}
+}

@@ -79,6 +79,7 @@ type thread struct {
 	zombie          bool   // exited but not reapable yet (a leader with live threads)
 	drGen           int    // debugRegs generation written into the thread
 	hookedAt        uint64 // internal trap whose hook ran while the thread stays on it
+	stopPC          uint64 // pc when the last all-stop was reported
 }
 
 type waitResult struct {
@@ -255,6 +256,7 @@ func (p *Process) launch(o LaunchOptions) error {
 		}
 	}
 	p.threads[pid] = &thread{tid: pid, stopped: true}
+	p.recordStopPCs()
 	p.updateTids()
 	return p.openMem()
 }
@@ -376,6 +378,7 @@ func (p *Process) attach() error {
 			break
 		}
 	}
+	p.recordStopPCs()
 	p.updateTids()
 	if err := p.openMem(); err != nil {
 		p.detachAll()
