@@ -95,6 +95,12 @@ func (s *Server) tracePacket(pkt []byte) []byte {
 }
 
 func (s *Server) qSupported(pkt []byte) []byte {
+	s.multiprocess = false
+	for _, f := range strings.Split(strings.TrimPrefix(string(pkt), "qSupported:"), ";") {
+		if f == "multiprocess+" {
+			s.multiprocess = true
+		}
+	}
 	feats := []string{
 		fmt.Sprintf("PacketSize=%x", rsp.MaxPacketSize),
 		"QPassSignals+", "QProgramSignals+", "QStartupWithShell+",
@@ -104,6 +110,9 @@ func (s *Server) qSupported(pkt []byte) []byte {
 		"qXfer:exec-file:read+", "qXfer:threads:read+",
 		"QStartNoAckMode+", "swbreak+", "hwbreak+", "vContSupported+",
 		"QThreadEvents+",
+	}
+	if s.multiprocess {
+		feats = append(feats, "multiprocess+")
 	}
 	feats = append(feats, s.trace.Features()...)
 	var out []string
@@ -150,7 +159,7 @@ func (s *Server) qC([]byte) []byte {
 	if !s.needProcess() {
 		return errReply(errNoProcess)
 	}
-	return []byte(fmt.Sprintf("QC%x", s.currentThread()))
+	return []byte("QC" + s.threadID(s.currentThread()))
 }
 
 // currentThread is the thread g/m/p act on: Hg's choice if alive, else the
@@ -179,7 +188,7 @@ func (s *Server) threadInfoFirst([]byte) []byte {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		fmt.Fprintf(&b, "%x", t)
+		b.WriteString(s.threadID(t))
 	}
 	return []byte(b.String())
 }
@@ -790,7 +799,7 @@ func (s *Server) threadsXML() []byte {
 	ts := s.proc.Threads()
 	sort.Ints(ts)
 	for _, t := range ts {
-		fmt.Fprintf(&b, "<thread id=\"%x\"", t)
+		fmt.Fprintf(&b, "<thread id=\"%s\"", s.threadID(t))
 		if name := s.proc.ThreadName(t); name != "" {
 			fmt.Fprintf(&b, " name=\"%s\"", xmlEscape(name))
 		}
@@ -871,4 +880,14 @@ func (s *Server) alive(tid int) bool {
 		}
 	}
 	return false
+}
+
+// threadID formats a thread id for gdb: "pPID.TID" once gdb and the stub
+// agreed on the multiprocess extensions, the bare tid otherwise.
+func (s *Server) threadID(tid int) string {
+	pid := tid
+	if s.proc != nil {
+		pid = s.proc.Pid()
+	}
+	return rsp.FormatThreadID(pid, tid, s.multiprocess)
 }

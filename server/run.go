@@ -291,14 +291,14 @@ func (s *Server) reportStop(ev inferior.StopEvent) error {
 func (s *Server) stopReply(ev inferior.StopEvent) []byte {
 	switch ev.Kind {
 	case inferior.Exited:
-		return []byte(fmt.Sprintf("W%02x", ev.ExitCode&0xff))
+		return []byte(fmt.Sprintf("W%02x", ev.ExitCode&0xff) + s.processSuffix(ev))
 	case inferior.Killed:
-		return []byte(fmt.Sprintf("X%02x", HostToGDBSignal(ev.Signal)))
+		return []byte(fmt.Sprintf("X%02x", HostToGDBSignal(ev.Signal)) + s.processSuffix(ev))
 	case inferior.NoResumed:
 		return []byte("N")
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "T%02xthread:%x;", HostToGDBSignal(ev.Signal), ev.Tid)
+	fmt.Fprintf(&b, "T%02xthread:%s;", HostToGDBSignal(ev.Signal), s.threadID(ev.Tid))
 	if s.proc != nil {
 		if regs, err := s.proc.Registers(ev.Tid); err == nil {
 			for _, n := range []int{tdesc.RBP, tdesc.RSP, tdesc.RIP} {
@@ -315,4 +315,12 @@ func (s *Server) stopReply(ev inferior.StopEvent) []byte {
 		fmt.Fprintf(&b, "%s:%x;", ev.Reason, ev.WatchAddr)
 	}
 	return []byte(b.String())
+}
+
+// processSuffix is the ";process:PID" of W and X replies in multiprocess mode.
+func (s *Server) processSuffix(ev inferior.StopEvent) string {
+	if !s.multiprocess || s.lastPid == 0 {
+		return ""
+	}
+	return fmt.Sprintf(";process:%x", s.lastPid)
 }

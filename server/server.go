@@ -63,7 +63,11 @@ type Server struct {
 	conn     *rsp.Conn
 	mux      *rsp.Mux
 	extended bool // gdb sent '!'
-	exitReq  bool // monitor exit
+	// multiprocess: gdb offered the multiprocess extensions in
+	// qSupported; thread ids are then pPID.TID.
+	multiprocess bool
+	lastPid      int  // pid of the current or last process
+	exitReq      bool // monitor exit
 
 	gThread, cThread int // Hg / Hc selections (0 = any, -1 = all)
 
@@ -160,6 +164,7 @@ func (s *Server) Attach(pid int) error {
 func (s *Server) setProcess(p *inferior.Process, attached bool) {
 	s.mu.Lock()
 	s.proc = p
+	s.lastPid = p.Pid()
 	s.attached = attached
 	s.exited = false
 	s.haveStop = true
