@@ -1357,3 +1357,52 @@ func TestJumpOntoBreakpoint(t *testing.T) {
 		t.Errorf("after stepping over: %+v, want the exit", ev)
 	}
 }
+
+func TestLaunchFilesEnvDir(t *testing.T) {
+	dir := t.TempDir()
+	out, err := os.Create(filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	p, err := Launch(LaunchOptions{
+		Path:   "sh", // looked up in PATH
+		Args:   []string{"sh", "-c", `pwd; echo "$GREETING"`},
+		Env:    []string{"GREETING=hello from env", "PATH=/usr/bin:/bin"},
+		Dir:    dir,
+		Stdout: out,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	resumeAll(t, p)
+	for {
+		ev := wait(t, p)
+		if ev.Kind == Exited {
+			if ev.ExitCode != 0 {
+				t.Errorf("exit code %d", ev.ExitCode)
+			}
+			break
+		}
+		if ev.Kind != SignalStop {
+			t.Fatalf("event %+v", ev)
+		}
+		// sh forks for nothing here, but pass any signal on.
+		sig := ev.Signal
+		if sig == int(unix.SIGTRAP) {
+			sig = 0
+		}
+		if err := p.Resume([]Action{{Tid: ev.Tid, Signal: sig}, {Tid: -1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := dir + "\nhello from env\n"
+	if string(got) != want {
+		t.Errorf("output %q, want %q", got, want)
+	}
+}
