@@ -105,6 +105,8 @@ func ForArch(arch string) (Backend, error) {
 	switch arch {
 	case "amd64":
 		return amd64Backend{}, nil
+	case "arm64":
+		return arm64Backend{}, nil
 	}
 	return nil, fmt.Errorf("jit: no backend for architecture %q", arch)
 }

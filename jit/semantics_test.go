@@ -1,3 +1,5 @@
+//go:build amd64 || arm64
+
 package jit
 
 import (
@@ -25,7 +27,7 @@ func compileRun(t *testing.T, w *world, arena *codeArena, src string, opts Optio
 	if err != nil {
 		t.Fatalf("parse %q: %v", src, err)
 	}
-	c, err := Compile(e, "amd64", opts)
+	c, err := Compile(e, testArch, opts)
 	if err != nil {
 		t.Fatalf("compile %q: %v", src, err)
 	}
@@ -185,7 +187,7 @@ func TestFallback(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := Compile(e, "amd64", Options{})
+		c, err := Compile(e, testArch, Options{})
 		if err != nil {
 			t.Fatalf("%s: %v", tt.src, err)
 		}
@@ -194,7 +196,7 @@ func TestFallback(t *testing.T) {
 		}
 	}
 	e, _ := agentexpr.Parse(agentexpr.MustAssemble("const8 1; const8 2; const8 3; add; add; end"))
-	c, err := Compile(e, "amd64", Options{MaxStack: 2})
+	c, err := Compile(e, testArch, Options{MaxStack: 2})
 	if err != nil || !strings.Contains(c.Fallback, "stack depth") {
 		t.Errorf("MaxStack 2: %v %q", err, c.Fallback)
 	}
@@ -213,45 +215,11 @@ func TestCompileRejectsInvalid(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c, err := Compile(e, "amd64", Options{}); err == nil {
+		if c, err := Compile(e, testArch, Options{}); err == nil {
 			t.Errorf("%q compiled (fallback %q)", src, c.Fallback)
 		}
 	}
-	if _, err := Compile(&agentexpr.Expr{}, "amd64", Options{}); err == nil {
+	if _, err := Compile(&agentexpr.Expr{}, testArch, Options{}); err == nil {
 		t.Errorf("empty expression compiled")
-	}
-}
-
-// TestReadMemHook checks that a reader function in CtxReadMem replaces the
-// syscall: the hook, itself generated with the encoder, writes a fixed
-// pattern and reports success (or reports EFAULT).
-func TestReadMemHook(t *testing.T) {
-	w := newWorld(t)
-	arena := newCodeArena(t, 1<<16)
-	var ok, fail asm
-	ok.movImm(r8, 0x1122334455667788)
-	ok.store64(at(rSI, 0), r8)
-	ok.movRR(rAX, rCX)
-	ok.ret()
-	fail.movImm(rAX, uint64(0xfffffffffffffff2)) // -EFAULT
-	fail.ret()
-	e, _ := agentexpr.Parse(agentexpr.MustAssemble("const8 0; ref32; end"))
-	c, err := Compile(e, "amd64", Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	okFn, _ := arena.add(t, ok.buf)
-	failFn, _ := arena.add(t, fail.buf)
-	fn, _ := arena.add(t, c.Text)
-	arena.seal(t)
-	w.reset(0, 0)
-	w.ctx.ReadMem = uint64(okFn)
-	if v, code := w.run(fn); code != 0 || v != 0x55667788 {
-		t.Errorf("with reading hook: %#x err %d, want 0x55667788", v, code)
-	}
-	w.reset(0, 0)
-	w.ctx.ReadMem = uint64(failFn)
-	if _, code := w.run(fn); code != ErrMemory {
-		t.Errorf("with failing hook: err %d, want ErrMemory", code)
 	}
 }

@@ -1,3 +1,5 @@
+//go:build amd64 || arm64
+
 package jit
 
 import (
@@ -31,8 +33,8 @@ func FuzzCompile(f *testing.F) {
 		if err != nil {
 			return
 		}
-		verr := agentexpr.Validate(e, agentexpr.Limits{NumRegs: PadRegs, MaxStack: DefaultMaxStack})
-		c, cerr := Compile(e, "amd64", Options{})
+		verr := agentexpr.Validate(e, agentexpr.Limits{NumRegs: testPadRegs, MaxStack: DefaultMaxStack})
+		c, cerr := Compile(e, testArch, Options{})
 		if verr != nil || cerr != nil {
 			if verr == nil && cerr != nil {
 				t.Fatalf("Validate accepts % x but Compile fails: %v", code, cerr)

@@ -1,3 +1,5 @@
+//go:build amd64 || arm64
+
 package jit
 
 import (
@@ -5,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"testing"
 	"unsafe"
 
@@ -14,6 +17,12 @@ import (
 )
 
 const pageSize = 4096
+
+// testArch is the backend under test: the machine the tests run on.
+const testArch = runtime.GOARCH
+
+// testPadRegs is the number of pad slots of testArch.
+var testPadRegs = map[string]int{"amd64": PadRegs, "arm64": PadRegsARM64}[testArch]
 
 // codeArena holds compiled functions in memory that is writable while
 // being filled and executable (not writable) while they run.
@@ -83,6 +92,19 @@ type world struct {
 	stackTop             uintptr
 	regsAddr, ctxAddr    uintptr
 	numTSVs, frameCapCfg int
+	// readHook, when nonzero, is installed at CtxReadMem: under qemu-user,
+	// which does not implement process_vm_readv, a generated reader that
+	// copies from the data page and fails elsewhere stands in for it.
+	readHook uintptr
+}
+
+// processVMReadvWorks reports whether process_vm_readv is implemented
+// (qemu-user answers ENOSYS).
+func processVMReadvWorks() bool {
+	var src, dst [8]byte
+	_, err := unix.ProcessVMReadv(os.Getpid(), []unix.Iovec{{Base: &dst[0], Len: 8}},
+		[]unix.RemoteIovec{{Base: uintptr(unsafe.Pointer(&src[0])), Len: 8}}, 0)
+	return err != unix.ENOSYS
 }
 
 const (
@@ -119,12 +141,18 @@ func newWorld(t testing.TB) *world {
 	w.dataHi = w.dataLo + uint64(len(w.data))
 	w.guardLo = uint64(uintptr(unsafe.Pointer(&g1[0])))
 	w.guardHi = uint64(uintptr(unsafe.Pointer(&g2[0])))
-	w.regs = unsafe.Slice((*uint64)(unsafe.Pointer(&misc[0])), PadRegs)
+	w.regs = unsafe.Slice((*uint64)(unsafe.Pointer(&misc[0])), testPadRegs)
 	w.ctx = (*ctxBlock)(unsafe.Pointer(&misc[1024]))
 	w.tsvs = unsafe.Slice((*int64)(unsafe.Pointer(&misc[2048])), 64)
 	w.regsAddr = uintptr(unsafe.Pointer(&misc[0]))
 	w.ctxAddr = uintptr(unsafe.Pointer(&misc[1024]))
 	w.stackTop = uintptr(unsafe.Pointer(&stack[len(stack)-1])) + 1
+	if !processVMReadvWorks() {
+		t.Logf("process_vm_readv is not implemented (qemu-user?): reads go through a test hook")
+		hooks := newCodeArena(t, pageSize)
+		w.readHook, _ = hooks.add(t, emulatedReadHook())
+		hooks.seal(t)
+	}
 	return w
 }
 
@@ -137,6 +165,10 @@ func (w *world) reset(numTSVs, frameCap int) {
 		FrameBuf: uint64(uintptr(unsafe.Pointer(&w.frame[0]))),
 		FrameCap: uint64(frameCap),
 		Pid:      uint64(os.Getpid()),
+	}
+	if w.readHook != 0 {
+		w.ctx.ReadMem = uint64(w.readHook)
+		w.ctx.DirectLo, w.ctx.DirectHi = w.dataLo, w.dataHi
 	}
 	w.numTSVs, w.frameCapCfg = numTSVs, frameCap
 }

@@ -1,3 +1,5 @@
+//go:build amd64 || arm64
+
 package jit
 
 import (
@@ -145,11 +147,11 @@ func TestGoldenGDBConditions(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", g.src, err)
 		}
-		if err := agentexpr.Validate(e, agentexpr.Limits{NumRegs: PadRegs, MaxStack: DefaultMaxStack}); err != nil {
+		if err := agentexpr.Validate(e, agentexpr.Limits{NumRegs: testPadRegs, MaxStack: DefaultMaxStack}); err != nil {
 			t.Fatalf("%s: validate: %v", g.src, err)
 		}
 		for _, opts := range []Options{{}, {NoFuse: true}, {DirectLoads: true}} {
-			code, err := Compile(e, "amd64", opts)
+			code, err := Compile(e, testArch, opts)
 			if err != nil || code.Fallback != "" {
 				t.Fatalf("%s: compile: %v %q", g.src, err, code.Fallback)
 			}

@@ -1,3 +1,5 @@
+//go:build amd64 || arm64
+
 package jit
 
 import (
@@ -7,7 +9,7 @@ import (
 )
 
 // Benchmarks on gdb 13's bytecode for the golden conditions (see
-// golden_amd64_test.go) plus two register-only conditions. Results and the
+// golden_test.go) plus two register-only conditions. Results and the
 // command are in BENCHMARKS.md.
 
 var benchConds = []struct {
@@ -36,7 +38,7 @@ func benchExpr(b *testing.B, w *world, i int) *agentexpr.Expr {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := agentexpr.Validate(e, agentexpr.Limits{NumRegs: PadRegs, MaxStack: DefaultMaxStack}); err != nil {
+	if err := agentexpr.Validate(e, agentexpr.Limits{NumRegs: testPadRegs, MaxStack: DefaultMaxStack}); err != nil {
 		b.Fatal(err)
 	}
 	return e
@@ -66,7 +68,7 @@ func benchJIT(b *testing.B, opts Options) {
 		b.Run(c.name, func(b *testing.B) {
 			setupGolden(w)
 			e := benchExpr(b, w, i)
-			code, err := Compile(e, "amd64", opts)
+			code, err := Compile(e, testArch, opts)
 			if err != nil || code.Fallback != "" {
 				b.Fatal(err, code.Fallback)
 			}
@@ -103,7 +105,7 @@ func BenchmarkRef(b *testing.B) {
 			w := newWorld(b)
 			arena := newCodeArena(b, 1<<16)
 			e, _ := agentexpr.Parse(agentexpr.MustAssemble("reg 0; ref64; end"))
-			code, err := Compile(e, "amd64", tt.opts)
+			code, err := Compile(e, testArch, tt.opts)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -128,7 +130,7 @@ func BenchmarkCompile(b *testing.B) {
 	e := benchExpr(b, w, 3)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := Compile(e, "amd64", Options{}); err != nil {
+		if _, err := Compile(e, testArch, Options{}); err != nil {
 			b.Fatal(err)
 		}
 	}
