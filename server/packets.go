@@ -608,6 +608,9 @@ func parseSignalList(pkt []byte, prefix string) (map[int]bool, error) {
 		return m, nil
 	}
 	for _, f := range strings.Split(body, ";") {
+		if f == "" {
+			continue // gdb ends the list with ';'
+		}
 		g, err := strconv.ParseUint(f, 16, 16)
 		if err != nil {
 			return nil, err
