@@ -1406,3 +1406,36 @@ func TestLaunchFilesEnvDir(t *testing.T) {
 		t.Errorf("output %q, want %q", got, want)
 	}
 }
+
+// TestWatchpointInNewThreads: debug registers reach threads created after
+// the watchpoint was set.
+func TestWatchpointInNewThreads(t *testing.T) {
+	p := launch(t, "threads")
+	runToMain(t, p)
+	counter := symbol(t, p, "counter")
+	if err := p.InsertBreakpoint(WriteWatchpoint, counter, 4); err != nil {
+		t.Fatal(err)
+	}
+	resumeAll(t, p)
+	ev := wait(t, p)
+	if ev.Reason != "watch" || ev.WatchAddr != counter || ev.Tid == p.Pid() {
+		t.Fatalf("event %+v, want a worker thread's write to %#x", ev, counter)
+	}
+	if err := p.RemoveBreakpoint(WriteWatchpoint, counter, 4); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		resumeAll(t, p)
+		ev := wait(t, p)
+		if ev.Kind == Exited {
+			if ev.ExitCode != 50 {
+				t.Errorf("exit code %d", ev.ExitCode)
+			}
+			return
+		}
+		// Other threads' writes may have been queued before the removal.
+		if ev.Reason != "watch" {
+			t.Fatalf("event %+v", ev)
+		}
+	}
+}
