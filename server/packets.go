@@ -107,7 +107,7 @@ func (s *Server) qSupported(pkt []byte) []byte {
 		"QEnvironmentHexEncoded+", "QEnvironmentReset+", "QEnvironmentUnset+",
 		"QSetWorkingDir+", "QDisableRandomization+",
 		"qXfer:libraries-svr4:read+", "qXfer:auxv:read+", "qXfer:features:read+",
-		"qXfer:exec-file:read+", "qXfer:threads:read+",
+		"qXfer:exec-file:read+", "qXfer:threads:read+", "qXfer:siginfo:read+",
 		"QStartNoAckMode+", "swbreak+", "hwbreak+", "vContSupported+",
 		"QThreadEvents+",
 	}
@@ -792,6 +792,8 @@ func (s *Server) xferDocument(object, annex string) ([]byte, error) {
 			return nil, err
 		}
 		return solib.LibraryListSVR4(s.proc, auxv)
+	case "siginfo":
+		return s.proc.Siginfo(s.currentThread())
 	}
 	return nil, errUnknownObject
 }
