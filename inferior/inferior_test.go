@@ -413,6 +413,7 @@ func TestMemory(t *testing.T) {
 			t.Fatalf("read across the end of a mapping: %d bytes, %v\n%s", n, err, f)
 		}
 	}
+	t.Error("found no readable mapping followed by a hole to test a partial read")
 }
 
 func TestRegistersRoundTrip(t *testing.T) {
@@ -686,15 +687,26 @@ func TestAttachDetach(t *testing.T) {
 	}
 	// A breakpoint inserted and left in place is removed by Detach.
 	hit := symbol(t, p, "main")
+	var orig [1]byte
+	if _, err := p.ReadMemory(hit, orig[:]); err != nil {
+		t.Fatal(err)
+	}
 	if err := p.InsertBreakpoint(SoftwareBreakpoint, hit, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Detach(); err != nil {
 		t.Fatal(err)
 	}
-	code, err := os.ReadFile(fmt.Sprintf("/proc/%d/mem", cmd.Process.Pid))
-	_ = code
-	_ = err
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var after [1]byte
+	_, err = mem.ReadAt(after[:], int64(hit))
+	mem.Close()
+	if err != nil || after != orig {
+		t.Errorf("byte at the breakpoint after detach %#x (%v), want %#x", after[0], err, orig[0])
+	}
 	// The program runs on: its counter advances, nobody traces it.
 	deadline = time.Now().Add(5 * time.Second)
 	for {
