@@ -21,6 +21,12 @@ type MemoryReader interface {
 // QTDisable during a run and when the run stops by itself (passcount,
 // buffer full, error) — the latter from inside Hit or Step, on the ptrace
 // thread. The engine never holds its own lock while calling an Installer.
+//
+// Like gdbserver (handle_tracepoints runs at every stop), a thread that
+// stops exactly at an installed tracepoint's address for any reason — a
+// gdb single-step or range step, stepping over a breakpoint — has hit that
+// tracepoint: the installer (or whoever resumes the thread over the trap)
+// must report it with Hit, since the thread will not take the trap.
 type Installer interface {
 	Install(tp *Tracepoint) error
 	Remove(tp *Tracepoint) error
