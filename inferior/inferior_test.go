@@ -1451,3 +1451,44 @@ func TestWatchpointInNewThreads(t *testing.T) {
 		}
 	}
 }
+
+// TestStressBreakpointsAndSignals: 8 threads hit one breakpoint 1600 times
+// in all and signal themselves 32 times; every hit and every signal is
+// reported exactly once and every signal delivered once.
+func TestStressBreakpointsAndSignals(t *testing.T) {
+	p := launch(t, "stress")
+	runToMain(t, p)
+	hit := symbol(t, p, "hit")
+	if err := p.InsertBreakpoint(SoftwareBreakpoint, hit, 1); err != nil {
+		t.Fatal(err)
+	}
+	hits, signals := 0, 0
+	actions := []Action{{Tid: -1}}
+	for {
+		if err := p.Resume(actions); err != nil {
+			t.Fatal(err)
+		}
+		actions = []Action{{Tid: -1}}
+		ev := wait(t, p)
+		switch {
+		case ev.Kind == Exited:
+			if ev.ExitCode != 32 {
+				t.Errorf("exit code %d, want 32", ev.ExitCode)
+			}
+			if hits != 1600 || signals != 32 {
+				t.Errorf("%d hits and %d signals, want 1600 and 32", hits, signals)
+			}
+			return
+		case ev.Kind == SignalStop && ev.Reason == "swbreak":
+			hits++
+			if got := pc(t, p, ev.Tid); got != hit {
+				t.Fatalf("breakpoint stop at %#x", got)
+			}
+		case ev.Kind == SignalStop && ev.Signal == int(unix.SIGUSR1):
+			signals++
+			actions = []Action{{Tid: ev.Tid, Signal: ev.Signal}, {Tid: -1}}
+		default:
+			t.Fatalf("event %+v", ev)
+		}
+	}
+}

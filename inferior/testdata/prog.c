@@ -28,6 +28,17 @@ static void *self_signaller(void *arg) {
 	return NULL;
 }
 
+static void *stress_worker(void *arg) {
+	long id = (long)arg;
+	for (int i = 0; i < 200; i++) {
+		hit(1);
+		if (i % 50 == (int)id) {
+			pthread_kill(pthread_self(), SIGUSR1);
+		}
+	}
+	return NULL;
+}
+
 static void *late_exit(void *arg) {
 	(void)arg;
 	for (int i = 0; i < 3; i++) {
@@ -97,6 +108,17 @@ int main(int argc, char **argv) {
 			pthread_join(t[i], NULL);
 		}
 		return got_usr1;
+	}
+	if (strcmp(mode, "stress") == 0) {
+		pthread_t t[8];
+		signal(SIGUSR1, on_usr1);
+		for (long i = 0; i < 8; i++) {
+			pthread_create(&t[i], NULL, stress_worker, (void *)i);
+		}
+		for (int i = 0; i < 8; i++) {
+			pthread_join(t[i], NULL);
+		}
+		return got_usr1; /* 8 threads x 4 signals = 32 */
 	}
 	if (strcmp(mode, "leaderexit") == 0) {
 		pthread_t t;
