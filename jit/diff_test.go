@@ -294,7 +294,13 @@ func TestDifferentialRandom(t *testing.T) {
 	classes := map[string]int{}
 	for done := 0; done < n; {
 		if time.Since(start) > deadline {
-			t.Fatalf("only %d expressions in %v", done, deadline)
+			// A loaded machine (or emulation) is slow: stop, but insist on
+			// a meaningful number of runs.
+			t.Logf("deadline %v reached after %d of %d expressions", deadline, done, n)
+			if done < n/10 {
+				t.Errorf("only %d expressions in %v", done, deadline)
+			}
+			break
 		}
 		// Compile a batch into the arena, then run them all.
 		arena.reset()
