@@ -1492,3 +1492,101 @@ func TestStressBreakpointsAndSignals(t *testing.T) {
 		}
 	}
 }
+
+// TestStressInternalTrapsAndSignals: the in-place step-over path under
+// load, with signals arriving while threads are held.
+func TestStressInternalTrapsAndSignals(t *testing.T) {
+	p := launch(t, "stress")
+	runToMain(t, p)
+	hit := symbol(t, p, "hit")
+	hooks := 0
+	p.SetTrapHook(func(s *Stopped) TrapAction {
+		hooks++
+		return TrapResume
+	})
+	if err := p.InsertInternalTrap(hit); err != nil {
+		t.Fatal(err)
+	}
+	signals := 0
+	actions := []Action{{Tid: -1}}
+	for {
+		if err := p.Resume(actions); err != nil {
+			t.Fatal(err)
+		}
+		actions = []Action{{Tid: -1}}
+		ev := wait(t, p)
+		switch {
+		case ev.Kind == Exited:
+			if ev.ExitCode != 32 {
+				t.Errorf("exit code %d, want 32", ev.ExitCode)
+			}
+			if hooks != 1600 || signals != 32 {
+				t.Errorf("%d hook calls and %d signals, want 1600 and 32", hooks, signals)
+			}
+			return
+		case ev.Kind == SignalStop && ev.Signal == int(unix.SIGUSR1):
+			signals++
+			actions = []Action{{Tid: ev.Tid, Signal: ev.Signal}, {Tid: -1}}
+		default:
+			t.Fatalf("event %+v", ev)
+		}
+	}
+}
+
+// TestInternalTrapSharedWithGDBBreakpointThreads: with gdb's breakpoint on
+// the same address, each hit runs the hook once and is reported; after
+// gdb removes its breakpoint, queued reports go stale and the remaining
+// hits run silently, never hooking one hit twice.
+func TestInternalTrapSharedWithGDBBreakpointThreads(t *testing.T) {
+	p := launch(t, "tp")
+	runToMain(t, p)
+	site := symbol(t, p, "tp_nop")
+	hooks := 0
+	p.SetTrapHook(func(s *Stopped) TrapAction {
+		hooks++
+		if s.UserBreakpoint() {
+			return TrapReport
+		}
+		r, err := s.Registers()
+		if err != nil {
+			return TrapReport
+		}
+		_ = r.SetUint64(tdesc.RIP, site+1) // emulate the nop
+		if err := s.SetRegisters(r); err != nil {
+			return TrapReport
+		}
+		return TrapResume
+	})
+	if err := p.InsertInternalTrap(site); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.InsertBreakpoint(SoftwareBreakpoint, site, 1); err != nil {
+		t.Fatal(err)
+	}
+	reports := 0
+	for {
+		resumeAll(t, p)
+		ev := wait(t, p)
+		if ev.Kind == Exited {
+			if ev.ExitCode != 400&0xff {
+				t.Errorf("exit code %d", ev.ExitCode)
+			}
+			break
+		}
+		if ev.Reason != "swbreak" || pc(t, p, ev.Tid) != site {
+			t.Fatalf("event %+v", ev)
+		}
+		reports++
+		if reports == 50 {
+			if err := p.RemoveBreakpoint(SoftwareBreakpoint, site, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if hooks != 400 {
+		t.Errorf("hook ran %d times for 400 hits", hooks)
+	}
+	if reports < 50 || reports > 53 {
+		t.Errorf("%d reports, want 50 (plus at most the 3 queued at removal)", reports)
+	}
+}
