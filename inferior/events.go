@@ -132,6 +132,7 @@ func (p *Process) rawResume(t *thread, step bool, sig int) error {
 			t.drGen = p.drGen
 		}
 	}
+	t.interrupted = false
 	var err error
 	if step {
 		err = ptraceStep(t.tid, sig)
@@ -166,6 +167,7 @@ func (p *Process) handleStop(t *thread, ws unix.WaitStatus) {
 			p.resumeThread(t)
 			return
 		}
+		t.interrupted = true
 		p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(unix.SIGINT)})
 	case sig == unix.SIGSTOP && t.sigstopExpected:
 		t.sigstopExpected = false
@@ -748,6 +750,7 @@ func (p *Process) stepThread(t *thread, sig int) (bool, error) {
 			if t.sigstopExpected {
 				t.sigstopExpected = false
 			} else {
+				t.interrupted = true
 				p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(unix.SIGINT)})
 				return false, nil
 			}

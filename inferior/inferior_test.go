@@ -731,6 +731,9 @@ func TestInterrupt(t *testing.T) {
 	if ev.Kind != SignalStop || ev.Signal != int(unix.SIGINT) || ev.Tid != p.Pid() {
 		t.Fatalf("event %+v, want SIGINT on %d", ev, p.Pid())
 	}
+	if si, err := p.Siginfo(ev.Tid); err != nil || binary.LittleEndian.Uint32(si) != uint32(unix.SIGINT) {
+		t.Errorf("siginfo of the interrupt stop: % x, %v", si, err)
+	}
 	// The stop is real: the counter does not move.
 	counter := symbol(t, p, "counter")
 	var a, b [4]byte

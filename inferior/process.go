@@ -80,6 +80,7 @@ type thread struct {
 	drGen           int    // debugRegs generation written into the thread
 	hookedAt        uint64 // internal trap whose hook ran while the thread stays on it
 	stopPC          uint64 // pc when the last all-stop was reported
+	interrupted     bool   // its last stop is Interrupt's SIGSTOP, reported as SIGINT
 }
 
 type waitResult struct {

@@ -128,12 +128,18 @@ const addrNoRandomize = 0x0040000
 func (p *Process) Siginfo(tid int) ([]byte, error) {
 	var out []byte
 	err := p.do(func() error {
-		if _, err := p.stoppedThread(tid); err != nil {
+		t, err := p.stoppedThread(tid)
+		if err != nil {
 			return fmt.Errorf("siginfo: %w", err)
 		}
 		si, err := getSiginfo(tid)
 		if err != nil {
 			return fmt.Errorf("siginfo of %d: %w", tid, err)
+		}
+		if t.interrupted {
+			// Interrupt used SIGSTOP and reported SIGINT: show what
+			// gdbserver's kill(SIGINT) would have left.
+			si.Signo, si.Code = int32(unix.SIGINT), siUser
 		}
 		out = make([]byte, unsafe.Sizeof(si))
 		copy(out, unsafe.Slice((*byte)(unsafe.Pointer(&si)), unsafe.Sizeof(si)))
