@@ -1,9 +1,7 @@
 package inferior
 
 import (
-	"errors"
 	"fmt"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -220,8 +218,8 @@ func (p *Process) RemoveBreakpoint(kind BreakpointKind, addr uint64, size int) e
 	})
 }
 
-// errNotStopped reports tid's state for operations needing a stopped
-// thread.
+// stoppedThread returns tid if it exists and is stopped, or an error
+// saying why not.
 func (p *Process) stoppedThread(tid int) (*thread, error) {
 	if p.exitEvent != nil {
 		return nil, ErrExited
@@ -236,5 +234,3 @@ func (p *Process) stoppedThread(tid int) (*thread, error) {
 	return t, nil
 }
 
-var _ = errors.New
-var _ = unsafe.Pointer(nil)
