@@ -157,6 +157,15 @@ func build(avx bool) *Layout {
 
 // Find returns the register called name.
 func (l *Layout) Find(name string) (Reg, bool) {
+	if l.byName == nil {
+		// A Layout built by hand, not by AMD64Linux.
+		for _, r := range l.Regs {
+			if r.Name == name {
+				return r, true
+			}
+		}
+		return Reg{}, false
+	}
 	n, ok := l.byName[name]
 	if !ok {
 		return Reg{}, false

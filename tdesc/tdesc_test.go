@@ -89,6 +89,13 @@ func TestNamedNumbers(t *testing.T) {
 	if _, ok := l.Find("nosuchreg"); ok {
 		t.Error("Find of an unknown name succeeded")
 	}
+	manual := &Layout{Regs: []Reg{{Name: "pc", Num: 0, Size: 8}}, Size: 8}
+	if r, ok := manual.Find("pc"); !ok || r.Size != 8 {
+		t.Errorf("Find in a hand-built layout: %+v %v", r, ok)
+	}
+	if _, ok := manual.Find("sp"); ok {
+		t.Error("Find of a missing name in a hand-built layout succeeded")
+	}
 }
 
 func TestRegsAccess(t *testing.T) {
