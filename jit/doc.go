@@ -5,7 +5,7 @@
 //
 // # API
 //
-//	b, err := jit.ForArch("amd64")            // a Backend
+//	b, err := jit.ForArch("amd64")            // a Backend ("arm64" too)
 //	code, err := b.Compile(expr, jit.Options{}) // or jit.Compile(expr, "amd64", opts)
 //
 // A non-nil error means the expression is invalid (stack underflow, depths
@@ -105,6 +105,22 @@
 // syscall or hook call. The encoder is hand-written (x86enc.go) and every
 // instruction form is checked against golang.org/x/arch/x86/x86asm.
 //
-// Only amd64 has a backend; ForArch reports other architectures as
-// unsupported.
+// # arm64
+//
+// ForArch("arm64") compiles for AArch64 with the same ctx, error codes,
+// blocks and semantics. Calling contract (AAPCS64): x0 = regs, x1 = ctx,
+// result in x0; x19-x24, x29, x30 are saved and restored; sp stays 16-byte
+// aligned. The pad has PadRegsARM64 slots in GDB's aarch64 numbering
+// (x0..x30, sp, pc, cpsr). The whole expression stack lives in fixed
+// sp-relative slots (the static depth gives each entry its own slot), top
+// cached in x0; x19 regs, x20 ctx, x21/x22 collection state, x23/x24 the
+// helpers' return addresses. Safe reads use process_vm_readv (syscall 270,
+// svc #0) or the ctx hook. Division needs only the zero check: sdiv does
+// not trap on INT64_MIN / -1. The encoder (a64enc.go) is checked against
+// golang.org/x/arch/arm64/arm64asm. The tests run under qemu-aarch64
+// (GOARCH=arm64 go test -exec qemu-aarch64 ./jit/); qemu-user does not
+// implement process_vm_readv, so there the tests install a generated
+// reader hook and the syscall path itself is untested on arm64.
+//
+// Other architectures: ForArch returns an error.
 package jit

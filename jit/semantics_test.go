@@ -223,3 +223,43 @@ func TestCompileRejectsInvalid(t *testing.T) {
 		t.Errorf("empty expression compiled")
 	}
 }
+
+// TestPositionIndependent runs the same bytes from two addresses (one not
+// even 16-byte aligned): results must not depend on where the code lies.
+func TestPositionIndependent(t *testing.T) {
+	w := newWorld(t)
+	arena := newCodeArena(t, 1<<16)
+	copy(w.data[100:], "hello\x00")
+	src := strings.ReplaceAll("const64 DATA; const8 100; add; dup; ref16; swap; const8 9; tracenz; "+
+		"const8 3; swap; less_signed; if_goto l; const8 7; end; l:; getv 0; const8 0; div_signed; end", "DATA", fmt.Sprint(w.dataLo))
+	e, err := agentexpr.Parse(agentexpr.MustAssemble(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Compile(e, testArch, Options{})
+	if err != nil || c.Fallback != "" {
+		t.Fatal(err, c.Fallback)
+	}
+	if len(c.Relocs) != 0 {
+		t.Errorf("relocations: %v", c.Relocs)
+	}
+	padding := make([]byte, 1000+4) // keeps arm64's 4-byte alignment
+	fn1, _ := arena.add(t, c.Text)
+	arena.add(t, padding)
+	shifted := append(append([]byte(nil), padding[:20]...), c.Text...)
+	fn2, _ := arena.add(t, shifted)
+	fn2 += 20
+	arena.seal(t)
+	var results [2][3]uint64
+	for i, fn := range []uintptr{fn1, fn2} {
+		w.reset(1, 100)
+		v, code := w.run(fn)
+		results[i] = [3]uint64{v, code, w.ctx.FrameUsed}
+	}
+	if results[0] != results[1] {
+		t.Errorf("results differ by placement: %v vs %v", results[0], results[1])
+	}
+	if results[0][1] != ErrDivZero || results[0][2] != 11+6 {
+		t.Errorf("got (value, err, frame used) %v, want err %d after a 17-byte block", results[0], ErrDivZero)
+	}
+}
