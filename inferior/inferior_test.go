@@ -936,15 +936,31 @@ func TestAllocateScratch(t *testing.T) {
 }
 
 func TestExec(t *testing.T) {
-	p := launch(t, "exec")
-	resumeAll(t, p)
-	ev := wait(t, p)
-	if !ev.Exec || ev.Signal != int(unix.SIGTRAP) {
-		t.Fatalf("event %+v, want an exec stop", ev)
-	}
-	resumeAll(t, p)
-	if ev := wait(t, p); ev.Kind != Exited || ev.ExitCode != 42 {
-		t.Errorf("end %+v", ev)
+	for _, mode := range []string{"exec", "threadexec"} {
+		t.Run(mode, func(t *testing.T) {
+			p := launch(t, mode)
+			runToMain(t, p)
+			// A breakpoint in the old image must not survive the exec.
+			oldHit := symbol(t, p, "hit")
+			if err := p.InsertBreakpoint(SoftwareBreakpoint, oldHit, 1); err != nil {
+				t.Fatal(err)
+			}
+			resumeAll(t, p)
+			ev := wait(t, p)
+			if !ev.Exec || ev.Signal != int(unix.SIGTRAP) || ev.Tid != p.Pid() {
+				t.Fatalf("event %+v, want an exec stop of %d", ev, p.Pid())
+			}
+			if tids := p.Threads(); len(tids) != 1 || tids[0] != p.Pid() {
+				t.Errorf("threads after exec %v", tids)
+			}
+			if err := p.RemoveBreakpoint(SoftwareBreakpoint, oldHit, 1); err == nil {
+				t.Error("the old image's breakpoint survived the exec")
+			}
+			resumeAll(t, p)
+			if ev := wait(t, p); ev.Kind != Exited || ev.ExitCode != 42 {
+				t.Errorf("end %+v", ev)
+			}
+		})
 	}
 }
 

@@ -39,6 +39,14 @@ static void *stress_worker(void *arg) {
 	return NULL;
 }
 
+static char *self_path;
+
+static void *exec_from_thread(void *arg) {
+	(void)arg;
+	execl(self_path, self_path, "exit", (char *)NULL);
+	return NULL;
+}
+
 static void *late_exit(void *arg) {
 	(void)arg;
 	for (int i = 0; i < 3; i++) {
@@ -153,6 +161,14 @@ int main(int argc, char **argv) {
 		waitpid(child, &status, 0);
 		hit(2);
 		return WIFEXITED(status) && WEXITSTATUS(status) == 3 ? 11 : 12;
+	}
+	if (strcmp(mode, "threadexec") == 0) {
+		pthread_t t;
+		self_path = argv[0];
+		pthread_create(&t, NULL, exec_from_thread, NULL);
+		for (;;) {
+			pause();
+		}
 	}
 	if (strcmp(mode, "exec") == 0) {
 		execl(argv[0], argv[0], "exit", (char *)NULL);
