@@ -233,4 +233,3 @@ func (p *Process) stoppedThread(tid int) (*thread, error) {
 	}
 	return t, nil
 }
-
