@@ -62,6 +62,9 @@ func (arm64Backend) Compile(e *agentexpr.Expr, opts Options) (*Code, error) {
 	s := 8 * g.slots
 	g.liov, g.riov, g.val, g.save1, g.save2, g.jumpsLeft = s, s+16, s+32, s+40, s+48, s+56
 	g.frame = s + 64
+	if g.frame > 4095 { // one SUB immediate; also keeps every slot in LDR range
+		return &Code{Arch: "arm64", Fallback: fmt.Sprintf("stack depth %d too deep for the arm64 frame", f.maxDepth)}, nil
+	}
 	if err := g.gen(); err != nil {
 		return nil, err
 	}

@@ -263,3 +263,26 @@ func TestPositionIndependent(t *testing.T) {
 		t.Errorf("got (value, err, frame used) %v, want err %d after a 17-byte block", results[0], ErrDivZero)
 	}
 }
+
+func TestARM64DeepStackFallsBack(t *testing.T) {
+	var src strings.Builder
+	for range 600 {
+		src.WriteString("const8 1; ")
+	}
+	for range 599 {
+		src.WriteString("add; ")
+	}
+	src.WriteString("end")
+	e, err := agentexpr.Parse(agentexpr.MustAssemble(src.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Compile(e, "arm64", Options{MaxStack: 1000})
+	if err != nil || !strings.Contains(c.Fallback, "too deep") {
+		t.Errorf("600-deep stack on arm64: %v, fallback %q", err, c.Fallback)
+	}
+	c, err = Compile(e, "amd64", Options{MaxStack: 1000})
+	if err != nil || c.Fallback != "" || c.StackBytes < 8*600 {
+		t.Errorf("600-deep stack on amd64: %v, fallback %q, %d stack bytes", err, c.Fallback, c.StackBytes)
+	}
+}
