@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -451,8 +452,16 @@ func (p *Process) stopAll() {
 			// A thread that never stops may be a zombie (an exited
 			// leader waiting for the others) or already dead.
 			for _, t := range p.threads {
-				if st := threadState(p.pid, t.tid); !t.stopped && (st == 'Z' || st == 'X') {
+				if t.stopped || t.zombie {
+					continue
+				}
+				switch st := threadState(p.pid, t.tid); {
+				case st == 'Z' || st == 'X':
 					t.zombie = true
+				case st != 't' && st != 'T' && t.sigstopExpected && !sigstopPending(p.pid, t.tid):
+					// Our SIGSTOP was discarded (a SIGCONT came in
+					// between): send another.
+					_ = unix.Tgkill(p.pid, t.tid, unix.SIGSTOP)
 				}
 			}
 			p.updateTids()
@@ -469,6 +478,40 @@ func threadState(pid, tid int) byte {
 		return 'X'
 	}
 	return statState(string(b))
+}
+
+// sigstopPending reports whether SIGSTOP is pending for the thread or its
+// process (/proc/PID/task/TID/status SigPnd and ShdPnd). Unknown counts as
+// pending.
+func sigstopPending(pid, tid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
+	if err != nil {
+		return true
+	}
+	pnd, ok1 := statusSigMask(string(b), "SigPnd")
+	shd, ok2 := statusSigMask(string(b), "ShdPnd")
+	if !ok1 || !ok2 {
+		return true
+	}
+	bit := uint64(1) << (unix.SIGSTOP - 1)
+	return (pnd|shd)&bit != 0
+}
+
+// statusSigMask parses a signal mask line ("SigPnd:\t0000000000040000")
+// of /proc/.../status.
+func statusSigMask(status, field string) (uint64, bool) {
+	for _, line := range strings.Split(status, "\n") {
+		name, val, ok := strings.Cut(line, ":")
+		if !ok || name != field {
+			continue
+		}
+		v, err := strconv.ParseUint(strings.TrimSpace(val), 16, 64)
+		if err != nil {
+			return 0, false
+		}
+		return v, true
+	}
+	return 0, false
 }
 
 // statState extracts the state letter from a /proc stat line ("pid (comm)

@@ -1609,3 +1609,39 @@ func TestInternalTrapSharedWithGDBBreakpointThreads(t *testing.T) {
 		t.Errorf("%d reports, want 50 (plus at most the 3 queued at removal)", reports)
 	}
 }
+
+func TestStatusSigMask(t *testing.T) {
+	status := "Name:\tprog\nSigQ:\t0/1000\nSigPnd:\t0000000000040000\nShdPnd:\t0000000000000001\nSigBlk:\tzz\n"
+	tests := []struct {
+		field string
+		want  uint64
+		ok    bool
+	}{
+		{"SigPnd", 0x40000, true},
+		{"ShdPnd", 1, true},
+		{"SigBlk", 0, false},
+		{"SigIgn", 0, false},
+		{"Name", 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := statusSigMask(status, tt.field)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("%s: %#x %v, want %#x %v", tt.field, got, ok, tt.want, tt.ok)
+		}
+	}
+	if bit := uint64(1) << (unix.SIGSTOP - 1); bit != 0x40000 {
+		t.Errorf("SIGSTOP bit %#x", bit)
+	}
+}
+
+func FuzzStatusSigMask(f *testing.F) {
+	f.Add("SigPnd:\t0000000000040000\n", "SigPnd")
+	f.Add("SigPnd:\n", "SigPnd")
+	f.Add("::::", "")
+	f.Fuzz(func(t *testing.T, status, field string) {
+		v, ok := statusSigMask(status, field)
+		if !ok && v != 0 {
+			t.Fatalf("failed parse returned %#x", v)
+		}
+	})
+}
