@@ -829,7 +829,8 @@ func (p *Process) stepThread(t *thread, sig int) (bool, error) {
 }
 
 // Interrupt stops the running process: the next Wait reports a SIGINT
-// stop of the thread group leader (the SIGSTOP used is never delivered).
+// stop of the thread group leader, or of another running thread when the
+// leader is not running (the SIGSTOP used is never delivered).
 // It is safe from any goroutine at any time and does nothing when no
 // thread is running.
 func (p *Process) Interrupt() {
@@ -841,10 +842,21 @@ func (p *Process) Interrupt() {
 	if p.intrTid != 0 {
 		return // one is already on its way
 	}
-	for _, tid := range p.Threads() {
-		if st := threadState(p.pid, tid); st == 'Z' || st == 'X' {
-			continue // an exited leader waiting for its threads never stops
+	// The leader if it runs, else the first running thread: a zombie
+	// leader or one gdb left stopped (vCont;c:OTHER) would never report.
+	tids := p.Threads()
+	for _, tid := range tids {
+		if st := threadState(p.pid, tid); st == 'Z' || st == 'X' || st == 't' || st == 'T' {
+			continue
 		}
+		if unix.Tgkill(p.pid, tid, unix.SIGSTOP) == nil {
+			p.intrTid = tid
+			return
+		}
+	}
+	// Everything looks stopped (a trap hook may be running): the leader
+	// reports once it runs again.
+	for _, tid := range tids {
 		if unix.Tgkill(p.pid, tid, unix.SIGSTOP) == nil {
 			p.intrTid = tid
 			return

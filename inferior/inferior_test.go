@@ -1645,3 +1645,34 @@ func FuzzStatusSigMask(f *testing.F) {
 		}
 	})
 }
+
+// TestInterruptLeaderKeptStopped: with only another thread resumed, the
+// interrupt goes to a thread that runs.
+func TestInterruptLeaderKeptStopped(t *testing.T) {
+	p := launch(t, "sleep")
+	runToMain(t, p)
+	// Let the sleeper thread start, then stop everything.
+	resumeAll(t, p)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(p.Threads()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	p.Interrupt()
+	if ev := wait(t, p); ev.Signal != int(unix.SIGINT) {
+		t.Fatalf("first interrupt %+v", ev)
+	}
+	tids := p.Threads()
+	if len(tids) != 2 {
+		t.Fatalf("threads %v", tids)
+	}
+	other := tids[1]
+	if err := p.Resume([]Action{{Tid: other}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	p.Interrupt()
+	ev := wait(t, p)
+	if ev.Signal != int(unix.SIGINT) || ev.Tid != other {
+		t.Errorf("event %+v, want SIGINT of thread %d", ev, other)
+	}
+}
