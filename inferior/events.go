@@ -704,6 +704,9 @@ func (p *Process) resume(actions []Action) error {
 		}
 		sig := t.takeSignal()
 		if err := p.stepOverBreakpoint(t, bp, sig); err != nil {
+			if errors.Is(err, ErrNoThread) || errors.Is(err, unix.ESRCH) {
+				continue // it died: Wait reports what happened
+			}
 			return fmt.Errorf("resume: stepping thread %d over the breakpoint at %#x: %w", t.tid, pc, err)
 		}
 		if p.threads[t.tid] == t && t.step && !p.hasPending(t.tid) {
