@@ -32,8 +32,12 @@ import (
 	"gotpstub/tracing"
 )
 
-// scratchSize is the size of one scratch area (one per 1 GiB window of code).
+// scratchSize is the size of one scratch area: slotSize-byte slots, one
+// per trapped address, allocated per 1 GiB window of code.
 const scratchSize = 4096
+
+// slotSize holds one relocated instruction (at most 15 bytes).
+const slotSize = 16
 
 // maxInsnLen is the longest x86-64 instruction.
 const maxInsnLen = 15
@@ -46,8 +50,8 @@ type Installer struct {
 
 	mu      sync.Mutex
 	sites   map[uint64]*site
-	scratch map[uint64]uint64 // 1 GiB window → scratch address
-	pending []uint64          // traps to remove once the ptrace thread is free
+	scratch map[uint64]*scratchArea // 1 GiB window → its current area
+	pending []uint64                // traps to remove once the ptrace thread is free
 	inHook  bool
 }
 
@@ -63,7 +67,7 @@ type site struct {
 // New returns an installer for p that reports hits to e, and registers
 // itself as p's trap hook.
 func New(p *inferior.Process, e *tracing.Engine) *Installer {
-	in := &Installer{proc: p, engine: e, sites: map[uint64]*site{}, scratch: map[uint64]uint64{}}
+	in := &Installer{proc: p, engine: e, sites: map[uint64]*site{}, scratch: map[uint64]*scratchArea{}}
 	p.SetTrapHook(in.hook)
 	return in
 }
@@ -84,9 +88,14 @@ func (in *Installer) Install(tp *tracing.Tracepoint) error {
 			return fmt.Errorf("tracepoint %d at %#x: %w", tp.Num, tp.Addr, err)
 		}
 		if d.kind == copyAndStep {
-			scratch, err := in.scratchNear(tp.Addr)
+			// Each address gets its own slot, written once here, so a
+			// hit only moves the pc.
+			slot, err := in.slotNear(tp.Addr)
 			if err == nil {
-				err = d.relocate(scratch)
+				err = d.relocate(slot)
+			}
+			if err == nil {
+				err = in.proc.WriteMemory(slot, d.relocated)
 			}
 			if err != nil {
 				return fmt.Errorf("tracepoint %d at %#x: %w", tp.Num, tp.Addr, err)
@@ -163,21 +172,32 @@ func (in *Installer) Flush() {
 	in.pending = nil
 }
 
-// scratchNear returns a scratch slot within rel32 reach of addr.
-func (in *Installer) scratchNear(addr uint64) (uint64, error) {
+// scratchArea is one page of displaced-step slots in the inferior.
+type scratchArea struct {
+	base uint64
+	used int // slots handed out
+}
+
+// slotNear returns a fresh displaced-step slot within rel32 reach of addr.
+// Slots are never reused: a removed tracepoint's slot may still be in use
+// by a thread that is mid-step when the tracepoint goes.
+func (in *Installer) slotNear(addr uint64) (uint64, error) {
 	window := addr >> 30
-	if a, ok := in.scratch[window]; ok {
-		return a, nil
+	area := in.scratch[window]
+	if area == nil || area.used == scratchSize/slotSize {
+		a, err := in.proc.AllocateScratch(addr, scratchSize)
+		if err != nil {
+			return 0, fmt.Errorf("allocating a displaced-step area: %w", err)
+		}
+		if d := int64(a - addr); d > 1<<31-scratchSize || d < -(1<<31)+scratchSize {
+			return 0, fmt.Errorf("displaced-step area %#x out of reach of %#x", a, addr)
+		}
+		area = &scratchArea{base: a}
+		in.scratch[window] = area
 	}
-	a, err := in.proc.AllocateScratch(addr, scratchSize)
-	if err != nil {
-		return 0, fmt.Errorf("allocating a displaced-step area: %w", err)
-	}
-	if d := int64(a - addr); d > 1<<31-scratchSize || d < -(1<<31)+scratchSize {
-		return 0, fmt.Errorf("displaced-step area %#x out of reach of %#x", a, addr)
-	}
-	in.scratch[window] = a
-	return a, nil
+	slot := area.base + uint64(area.used*slotSize)
+	area.used++
+	return slot, nil
 }
 
 // hitContext adapts a stopped thread to tracing.HitContext.
@@ -262,10 +282,7 @@ func (in *Installer) stepOver(st *inferior.Stopped, s *site) error {
 	case emulateBranch:
 		return d.emulate(st, regs)
 	}
-	// copyAndStep: the relocated copy lives in the scratch slot.
-	if err := st.WriteMemory(d.scratch, d.relocated); err != nil {
-		return fmt.Errorf("writing the displaced copy: %w", err)
-	}
+	// copyAndStep: the relocated copy waits in the site's slot.
 	if err := setPC(st, regs, d.scratch); err != nil {
 		return err
 	}
