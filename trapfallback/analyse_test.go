@@ -21,8 +21,10 @@ func TestAnalyse(t *testing.T) {
 	}{
 		{name: "endbr64", code: []byte{0xf3, 0x0f, 0x1e, 0xfa, 0x55}, kind: skip, length: 4},
 		{name: "nop", code: []byte{0x90}, kind: skip, length: 1},
-		{name: "push rbp", code: []byte{0x55}, kind: copyAndStep, length: 1},
-		{name: "mov rbp,rsp", code: []byte{0x48, 0x89, 0xe5}, kind: copyAndStep, length: 3},
+		{name: "push rbp", code: []byte{0x55}, kind: emulateSimple, length: 1, branch: brPush},
+		{name: "push r12", code: []byte{0x41, 0x54}, kind: emulateSimple, length: 2, branch: brPush},
+		{name: "mov rbp,rsp", code: []byte{0x48, 0x89, 0xe5}, kind: emulateSimple, length: 3, branch: brMovRspRbp},
+		{name: "mov rbx,rdi", code: []byte{0x48, 0x89, 0xfb}, kind: copyAndStep, length: 3},
 		{name: "jmp rel8", code: []byte{0xeb, 0x10}, kind: emulateBranch, length: 2, branch: brJmp, target: addr + 2 + 0x10},
 		{name: "je rel8 backwards", code: []byte{0x74, 0xfe}, kind: emulateBranch, length: 2, branch: brJcc, target: addr},
 		{name: "jne rel32", code: []byte{0x0f, 0x85, 0x00, 0x01, 0x00, 0x00}, kind: emulateBranch, length: 6, branch: brJcc, target: addr + 6 + 0x100},
@@ -51,7 +53,7 @@ func TestAnalyse(t *testing.T) {
 			if d.kind != tc.kind || d.length != tc.length {
 				t.Fatalf("kind/len = %v/%d, want %v/%d", d.kind, d.length, tc.kind, tc.length)
 			}
-			if tc.kind == emulateBranch && (d.branch != tc.branch || d.target != tc.target) {
+			if (tc.kind == emulateBranch || tc.kind == emulateSimple) && (d.branch != tc.branch || d.target != tc.target) {
 				t.Fatalf("branch %v -> %#x, want %v -> %#x", d.branch, d.target, tc.branch, tc.target)
 			}
 			if d.hasPCRel != tc.pcrel || d.indirectCall != tc.indCall {
@@ -82,6 +84,19 @@ func TestRelocateKeepsTarget(t *testing.T) {
 	}
 	if err := d.relocate(addr + 1<<33); err == nil {
 		t.Fatal("relocation out of rel32 reach must fail")
+	}
+}
+
+func TestPushRegisterMapping(t *testing.T) {
+	want := map[byte]int{0x50: 0, 0x51: 2, 0x52: 3, 0x53: 1, 0x54: 7, 0x55: 6, 0x56: 4, 0x57: 5}
+	for op, reg := range want {
+		_, got, ok := pushInsn([]byte{op})
+		if !ok || got != reg {
+			t.Errorf("push %#x: reg %d, want %d", op, got, reg)
+		}
+	}
+	if _, got, _ := pushInsn([]byte{0x41, 0x57}); got != 15 {
+		t.Errorf("push r15: reg %d", got)
 	}
 }
 

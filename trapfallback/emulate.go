@@ -81,6 +81,21 @@ func (d *displaced) emulate(st *inferior.Stopped, regs *tdesc.Regs) error {
 		if taken {
 			pc = d.target
 		}
+	case brPush:
+		sp := regs.Uint64(tdesc.RSP) - 8
+		var v [8]byte
+		binary.LittleEndian.PutUint64(v[:], regs.Uint64(d.pushReg)) // push rsp pushes the old value
+		if err := st.WriteMemory(sp, v[:]); err != nil {
+			return fmt.Errorf("emulating push: %w", err)
+		}
+		binary.LittleEndian.PutUint64(v[:], sp)
+		if err := regs.Set(tdesc.RSP, v[:]); err != nil {
+			return err
+		}
+	case brMovRspRbp:
+		if err := regs.Set(tdesc.RBP, regs.Get(tdesc.RSP)); err != nil {
+			return err
+		}
 	case brCall:
 		sp := regs.Uint64(tdesc.RSP) - 8
 		var ret [8]byte

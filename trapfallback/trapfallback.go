@@ -279,7 +279,7 @@ func (in *Installer) stepOver(st *inferior.Stopped, s *site) error {
 	switch d.kind {
 	case skip:
 		return setPC(st, regs, next)
-	case emulateBranch:
+	case emulateBranch, emulateSimple:
 		return d.emulate(st, regs)
 	}
 	// copyAndStep: the relocated copy waits in the site's slot.
@@ -325,6 +325,7 @@ const (
 	copyAndStep stepKind = iota
 	skip
 	emulateBranch
+	emulateSimple // push reg, mov %rsp,%rbp
 )
 
 // displaced describes how to execute one instruction out of line.
@@ -339,7 +340,8 @@ type displaced struct {
 	hasPCRel     bool
 	pcRelOff     int
 
-	// emulateBranch
+	// emulateBranch, emulateSimple
+	pushReg int
 	branch  branchKind
 	cond    byte // jcc condition code (low nibble of the opcode)
 	target  uint64
@@ -352,11 +354,29 @@ const (
 	brJmp branchKind = iota
 	brJcc
 	brCall
-	brLoop   // e2
-	brLoope  // e1
-	brLoopne // e0
-	brJrcxz  // e3
+	brLoop      // e2
+	brLoope     // e1
+	brLoopne    // e0
+	brJrcxz     // e3
+	brPush      // push reg (emulateSimple)
+	brMovRspRbp // mov %rsp,%rbp (emulateSimple)
 )
+
+// x86RegToGDB maps the 3-bit x86 register encoding to GDB's amd64
+// register numbers (rax rbx rcx rdx rsi rdi rbp rsp).
+var x86RegToGDB = [8]int{tdesc.RAX, tdesc.RCX, tdesc.RDX, tdesc.RBX, tdesc.RSP, tdesc.RBP, tdesc.RSI, tdesc.RDI}
+
+// pushInsn recognises push r64 (50+r, optionally REX.B for r8-r15) and
+// returns its length and the GDB number of the pushed register.
+func pushInsn(code []byte) (n, reg int, ok bool) {
+	switch {
+	case len(code) >= 1 && code[0] >= 0x50 && code[0] <= 0x57:
+		return 1, x86RegToGDB[code[0]-0x50], true
+	case len(code) >= 2 && code[0] == 0x41 && code[1] >= 0x50 && code[1] <= 0x57:
+		return 2, 8 + int(code[1]-0x50), true
+	}
+	return 0, 0, false
+}
 
 // ErrUnsupportedInstruction means the instruction cannot be executed out
 // of line safely.
@@ -368,6 +388,17 @@ func analyse(addr uint64, code []byte) (displaced, error) {
 	// endbr64/endbr32: x86asm v0.32 mis-decodes them as one byte.
 	if len(code) >= 4 && code[0] == 0xf3 && code[1] == 0x0f && code[2] == 0x1e && (code[3] == 0xfa || code[3] == 0xfb) {
 		d.kind, d.length = skip, 4
+		return d, nil
+	}
+	// The usual function-entry instructions are emulated: no single-step.
+	if n, reg, ok := pushInsn(code); ok {
+		d.kind, d.length, d.branch, d.pushReg = emulateSimple, n, brPush, reg
+		d.nextIns = addr + uint64(n)
+		return d, nil
+	}
+	if len(code) >= 3 && code[0] == 0x48 && code[1] == 0x89 && code[2] == 0xe5 {
+		d.kind, d.length, d.branch = emulateSimple, 3, brMovRspRbp
+		d.nextIns = addr + 3
 		return d, nil
 	}
 	// VEX/EVEX-encoded instructions: x86asm misses their rip-relative
