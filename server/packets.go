@@ -453,7 +453,10 @@ func (s *Server) breakpointArgs(pkt []byte) (inferior.BreakpointKind, uint64, in
 	case "2":
 		kind = inferior.WriteWatchpoint
 	case "3":
-		kind = inferior.ReadWatchpoint
+		// x86 debug registers cannot trap reads alone: answer
+		// "unsupported" so gdb emulates the read watchpoint with an
+		// access watchpoint (Z4), as it does with gdbserver.
+		return 0, 0, 0, false
 	case "4":
 		kind = inferior.AccessWatchpoint
 	default:
