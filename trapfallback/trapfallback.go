@@ -226,11 +226,14 @@ func (in *Installer) hook(st *inferior.Stopped) inferior.TrapAction {
 		return inferior.TrapReport // not ours (any more): let gdb see it
 	}
 	ctx := hitContext{st}
-	steps, stepper := 0, (*tracing.Tracepoint)(nil)
-	for _, tp := range tps {
-		if n := in.engine.Hit(tp, ctx); n > 0 && steps == 0 {
-			steps, stepper = n, tp
-		}
+	// Each tracepoint here may ask for its own number of while-stepping
+	// steps: step as far as the longest asks, collecting for each
+	// tracepoint while its count lasts.
+	steps := 0
+	stepsOf := make([]int, len(tps))
+	for i, tp := range tps {
+		stepsOf[i] = in.engine.Hit(tp, ctx)
+		steps = max(steps, stepsOf[i])
 	}
 	if st.UserBreakpoint() {
 		// gdb has a breakpoint here too: it reports, and steps over it
@@ -246,7 +249,11 @@ func (in *Installer) hook(st *inferior.Stopped) inferior.TrapAction {
 				return inferior.TrapReport
 			}
 		}
-		in.engine.Step(stepper, ctx, i)
+		for j, tp := range tps {
+			if i <= stepsOf[j] {
+				in.engine.Step(tp, ctx, i)
+			}
+		}
 	}
 	return inferior.TrapResume
 }
