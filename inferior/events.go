@@ -774,7 +774,7 @@ func (p *Process) stepThread(t *thread, sig int) (bool, error) {
 		return false, err
 	}
 	for {
-		_, ws, err := wait4(t.tid, 0)
+		ws, err := p.waitThread(t)
 		if err != nil {
 			if errors.Is(err, unix.ECHILD) {
 				p.threadGone(t)
@@ -827,6 +827,37 @@ func (p *Process) stepThread(t *thread, sig int) (bool, error) {
 		}
 		if err := p.rawResume(t, true, 0); err != nil {
 			return false, err
+		}
+	}
+}
+
+// waitThread waits for the next status of t alone. The leader's exit is
+// reported only once every other thread has been reaped, so while it
+// exits the other threads' exits are collected meanwhile.
+func (p *Process) waitThread(t *thread) (unix.WaitStatus, error) {
+	if t.tid != p.pid || len(p.threads) == 1 {
+		_, ws, err := wait4(t.tid, 0)
+		return ws, err
+	}
+	delay := 10 * time.Microsecond
+	for {
+		wpid, ws, err := wait4(t.tid, unix.WNOHANG)
+		if err != nil || wpid == t.tid {
+			return ws, err
+		}
+		if st := threadState(p.pid, t.tid); st == 'Z' || st == 'X' {
+			for _, o := range p.threads {
+				if o == t {
+					continue
+				}
+				if w, ows, err := wait4(o.tid, unix.WNOHANG); err == nil && w == o.tid {
+					p.handleStatus(o.tid, ows)
+				}
+			}
+		}
+		time.Sleep(delay)
+		if delay < time.Millisecond {
+			delay *= 2
 		}
 	}
 }

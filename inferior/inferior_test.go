@@ -1676,3 +1676,36 @@ func TestInterruptLeaderKeptStopped(t *testing.T) {
 		t.Errorf("event %+v, want SIGINT of thread %d", ev, other)
 	}
 }
+
+// TestStepOverExitGroup: stepping the leader over a breakpoint on an
+// exit_group system call, while another thread lives, must not hang (the
+// leader's exit is reported only after the other threads are reaped).
+func TestStepOverExitGroup(t *testing.T) {
+	p := launch(t, "exitgroup")
+	runToMain(t, p)
+	sc := symbol(t, p, "exit_syscall")
+	if err := p.InsertBreakpoint(SoftwareBreakpoint, sc, 1); err != nil {
+		t.Fatal(err)
+	}
+	resumeAll(t, p)
+	ev := wait(t, p)
+	if ev.Reason != "swbreak" || ev.Tid != p.Pid() {
+		t.Fatalf("event %+v", ev)
+	}
+	if n := len(p.Threads()); n != 2 {
+		t.Fatalf("%d threads, want 2", n)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Resume([]Action{{Tid: -1}}) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Resume hung stepping over exit_group")
+	}
+	if ev := wait(t, p); ev.Kind != Exited || ev.ExitCode != 5 {
+		t.Errorf("end %+v, want exit 5", ev)
+	}
+}

@@ -20,6 +20,11 @@ __attribute__((noinline)) void tp_site(int n) {
 	__atomic_fetch_add(&counter, n, __ATOMIC_SEQ_CST);
 }
 
+/* exit_syscall labels a raw exit_group system call instruction. */
+__attribute__((noinline)) void raw_exit_group(int code) {
+	__asm__ volatile("mov $231, %%eax\n.globl exit_syscall\nexit_syscall: syscall" : : "D"(code) : "rax");
+}
+
 static void on_usr1(int sig) { (void)sig; __atomic_fetch_add(&got_usr1, 1, __ATOMIC_SEQ_CST); }
 
 static void *self_signaller(void *arg) {
@@ -127,6 +132,12 @@ int main(int argc, char **argv) {
 			pthread_join(t[i], NULL);
 		}
 		return got_usr1; /* 8 threads x 4 signals = 32 */
+	}
+	if (strcmp(mode, "exitgroup") == 0) {
+		pthread_t t;
+		pthread_create(&t, NULL, sleeper, NULL);
+		usleep(10000);
+		raw_exit_group(5);
 	}
 	if (strcmp(mode, "leaderexit") == 0) {
 		pthread_t t;
