@@ -36,6 +36,7 @@ const (
 	AccessWatchpoint                         // Z4
 )
 
+// String names the kind for messages.
 func (k BreakpointKind) String() string {
 	switch k {
 	case SoftwareBreakpoint:
@@ -73,6 +74,7 @@ const (
 	NoResumed           // no thread was resumed: nothing to wait for
 )
 
+// String names the kind for messages.
 func (k StopKind) String() string {
 	switch k {
 	case SignalStop:
