@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/cpu"
 	"golang.org/x/sys/unix"
 
 	"gotpstub/tdesc"
@@ -97,7 +96,7 @@ func newProcess() *Process {
 		orphans: map[int]bool{},
 		swbps:   map[uint64]*swBreakpoint{},
 		sigchld: make(chan os.Signal, 1),
-		layout:  tdesc.AMD64Linux(cpu.X86.HasAVX),
+		layout:  hostLayout(),
 	}
 	started := make(chan struct{})
 	go p.loop(started)

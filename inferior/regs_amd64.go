@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"unsafe"
 
+	"golang.org/x/sys/cpu"
 	"golang.org/x/sys/unix"
 
 	"gotpstub/tdesc"
@@ -27,6 +28,10 @@ const (
 	xfeatureSSE    = 2
 	xfeatureAVX    = 4
 )
+
+// hostLayout is the register layout of processes on this machine: AVX
+// upper halves when the CPU and kernel support AVX (XCR0).
+func hostLayout() *tdesc.Layout { return tdesc.AMD64Linux(cpu.X86.HasAVX) }
 
 func getPC(tid int) (uint64, error) { return peekUser(tid, userRIP) }
 
