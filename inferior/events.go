@@ -913,24 +913,29 @@ func (p *Process) Kill() error {
 		return fmt.Errorf("kill %d: %w", p.pid, err)
 	}
 	return p.do(func() error {
-		for p.exitEvent == nil {
-			wpid, ws, err := wait4(-1, 0)
-			if err != nil {
-				p.setExited(StopEvent{Kind: Killed, Tid: p.pid, Signal: int(unix.SIGKILL)})
-				break
-			}
-			if t := p.threads[wpid]; t != nil && (ws.Exited() || ws.Signaled()) {
-				p.handleStatus(wpid, ws)
-			}
-		}
-		// Reap the remaining zombies quietly.
-		for {
-			if wpid, _, err := wait4(-1, unix.WNOHANG); err != nil || wpid <= 0 {
-				break
-			}
-		}
+		p.reapKilled()
 		return nil
 	})
+}
+
+// reapKilled collects the exits of a process sent SIGKILL.
+func (p *Process) reapKilled() {
+	for p.exitEvent == nil {
+		wpid, ws, err := wait4(-1, 0)
+		if err != nil {
+			p.setExited(StopEvent{Kind: Killed, Tid: p.pid, Signal: int(unix.SIGKILL)})
+			break
+		}
+		if t := p.threads[wpid]; t != nil && (ws.Exited() || ws.Signaled()) {
+			p.handleStatus(wpid, ws)
+		}
+	}
+	// Reap the remaining zombies quietly.
+	for {
+		if wpid, _, err := wait4(-1, unix.WNOHANG); err != nil || wpid <= 0 {
+			break
+		}
+	}
 }
 
 // Detach removes every breakpoint and trap from memory, clears the debug
@@ -938,49 +943,51 @@ func (p *Process) Kill() error {
 // queued for gdb (other than SIGSTOP and SIGTRAP). The process keeps
 // running.
 func (p *Process) Detach() error {
-	return p.do(func() error {
-		if p.exitEvent != nil {
-			return ErrExited
-		}
-		p.stopAll()
-		var firstErr error
-		for addr, bp := range p.swbps {
-			if bp.inserted {
-				if err := p.pokeByte(addr, bp.orig); err != nil && firstErr == nil {
-					firstErr = fmt.Errorf("detach: removing the breakpoint at %#x: %w", addr, err)
-				}
-			}
-			delete(p.swbps, addr)
-		}
-		p.debugRegs = debugRegisters{}
-		p.drGen++
-		sigs := map[int]int{}
-		for _, ev := range p.pending {
-			if ev.Kind == SignalStop && ev.Signal != int(unix.SIGSTOP) && ev.Signal != int(unix.SIGTRAP) && ev.Signal != int(unix.SIGINT) {
-				sigs[ev.Tid] = ev.Signal
+	return p.do(p.detach)
+}
+
+func (p *Process) detach() error {
+	if p.exitEvent != nil {
+		return ErrExited
+	}
+	p.stopAll()
+	var firstErr error
+	for addr, bp := range p.swbps {
+		if bp.inserted {
+			if err := p.pokeByte(addr, bp.orig); err != nil && firstErr == nil {
+				firstErr = fmt.Errorf("detach: removing the breakpoint at %#x: %w", addr, err)
 			}
 		}
-		for tid, t := range p.threads {
-			if _, ok := sigs[tid]; !ok && len(t.sigQueue) > 0 {
-				sigs[tid] = t.sigQueue[0]
-			}
+		delete(p.swbps, addr)
+	}
+	p.debugRegs = debugRegisters{}
+	p.drGen++
+	sigs := map[int]int{}
+	for _, ev := range p.pending {
+		if ev.Kind == SignalStop && ev.Signal != int(unix.SIGSTOP) && ev.Signal != int(unix.SIGTRAP) && ev.Signal != int(unix.SIGINT) {
+			sigs[ev.Tid] = ev.Signal
 		}
-		p.pending = nil
-		p.consumeInterrupt()
-		for tid, t := range p.threads {
-			if t.zombie {
-				continue
-			}
-			_ = p.writeDebugRegs(t)
-			if t.sigstopExpected {
-				// SIGCONT discards the SIGSTOP still queued.
-				_ = unix.Tgkill(p.pid, tid, unix.SIGCONT)
-			}
-			if err := ptraceDetach(tid, sigs[tid]); err != nil && !errors.Is(err, unix.ESRCH) && firstErr == nil {
-				firstErr = fmt.Errorf("detach thread %d: %w", tid, err)
-			}
+	}
+	for tid, t := range p.threads {
+		if _, ok := sigs[tid]; !ok && len(t.sigQueue) > 0 {
+			sigs[tid] = t.sigQueue[0]
 		}
-		p.setExited(StopEvent{Kind: Exited, Tid: p.pid})
-		return firstErr
-	})
+	}
+	p.pending = nil
+	p.consumeInterrupt()
+	for tid, t := range p.threads {
+		if t.zombie {
+			continue
+		}
+		_ = p.writeDebugRegs(t)
+		if t.sigstopExpected {
+			// SIGCONT discards the SIGSTOP still queued.
+			_ = unix.Tgkill(p.pid, tid, unix.SIGCONT)
+		}
+		if err := ptraceDetach(tid, sigs[tid]); err != nil && !errors.Is(err, unix.ESRCH) && firstErr == nil {
+			firstErr = fmt.Errorf("detach thread %d: %w", tid, err)
+		}
+	}
+	p.setExited(StopEvent{Kind: Exited, Tid: p.pid})
+	return firstErr
 }

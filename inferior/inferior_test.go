@@ -1709,3 +1709,46 @@ func TestStepOverExitGroup(t *testing.T) {
 		t.Errorf("end %+v, want exit 5", ev)
 	}
 }
+
+// TestCloseWhileWaiting: Close ends a pending Wait with ErrClosed and,
+// for a launched program, kills it (PTRACE_O_EXITKILL).
+func TestCloseWhileWaiting(t *testing.T) {
+	prog := testProgram(t)
+	p, err := Launch(LaunchOptions{Path: prog, Args: []string{prog, "spin"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resumeAll(t, p)
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.Wait()
+		done <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	p.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("Wait after Close: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Wait did not return after Close")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := threadState(p.Pid(), p.Pid())
+		if st == 'Z' || st == 'X' {
+			// Reap it if it is ours (it is: the tracer thread forked it).
+			var ws unix.WaitStatus
+			_, _ = unix.Wait4(p.Pid(), &ws, unix.WNOHANG|unix.WALL, nil)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("launched program still alive (state %c) after Close", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := p.Kill(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Kill after Close: %v", err)
+	}
+}

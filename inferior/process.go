@@ -114,6 +114,17 @@ func (p *Process) loop(started chan struct{}) {
 	signal.Notify(p.sigchld, unix.SIGCHLD)
 	close(started)
 	defer func() {
+		// Do not rely on the thread's exit to release the tracees (the
+		// runtime keeps the main thread alive even when locked): a
+		// launched program is killed, an attached one detached.
+		if p.exitEvent == nil && len(p.threads) > 0 {
+			if p.attached {
+				_ = p.detach()
+			} else {
+				_ = unix.Kill(p.pid, unix.SIGKILL)
+				p.reapKilled()
+			}
+		}
 		signal.Stop(p.sigchld)
 		if p.memFile != nil {
 			p.memFile.Close()
@@ -512,9 +523,9 @@ func (p *Process) ExePath() (string, error) {
 	return filepath.Clean(s), nil
 }
 
-// Close ends the ptrace goroutine. Threads still attached are detached by
-// the kernel (launched programs are killed: PTRACE_O_EXITKILL). Methods
-// called afterwards return ErrClosed.
+// Close ends the ptrace goroutine. A launched program still alive is
+// killed; an attached one is detached (breakpoints removed) and keeps
+// running. Methods called afterwards return ErrClosed.
 func (p *Process) Close() {
 	p.closeOnce.Do(func() { close(p.quit) })
 	if unix.Gettid() == p.tracerTid {
