@@ -91,9 +91,7 @@ func (p *Process) setExited(ev StopEvent) {
 // queue records a reportable event; the thread stays stopped.
 func (p *Process) queue(ev StopEvent) {
 	p.pending = append(p.pending, ev)
-	if len(p.pending) > 1 {
-		println("MULTI", len(p.pending), ev.Reason)
-	}
+
 }
 
 func (p *Process) hasPending(tid int) bool {
@@ -630,8 +628,7 @@ func (p *Process) dropStaleEvents() {
 						// the breakpoint address: when gdb reinserts
 						// it, the thread must hit it again, not be
 						// stepped over it as if the hit was reported.
-						println("STALE", t.tid, pc)
-						// DISABLED t.stopPC, t.rehit = 0, true
+						t.stopPC, t.rehit = 0, true
 					}
 					continue
 				}

@@ -1752,3 +1752,53 @@ func TestCloseWhileWaiting(t *testing.T) {
 		t.Errorf("Kill after Close: %v", err)
 	}
 }
+
+// TestGDBStyleStepOverKeepsOtherHits: gdb steps a thread over a
+// breakpoint by removing it, stepping that thread alone and reinserting
+// it. Every hit must be reported exactly once. (Hits of other threads
+// queued meanwhile go stale and must be hit again; the threads leave a
+// spin barrier together to make that likely, though on a loaded machine
+// it may not happen in a given run.)
+func TestGDBStyleStepOverKeepsOtherHits(t *testing.T) {
+	p := launch(t, "barrier")
+	runToMain(t, p)
+	hit := symbol(t, p, "hit")
+	if err := p.InsertBreakpoint(SoftwareBreakpoint, hit, 1); err != nil {
+		t.Fatal(err)
+	}
+	hits := 0
+	for {
+		resumeAll(t, p)
+		ev := wait(t, p)
+		if ev.Kind == Exited {
+			if ev.ExitCode != 200 {
+				t.Errorf("exit code %d, want 200", ev.ExitCode)
+			}
+			break
+		}
+		if ev.Reason != "swbreak" {
+			t.Fatalf("event %+v", ev)
+		}
+		hits++
+		// z0, vCont;s:tid, Z0. Other threads' queued events come first.
+		if err := p.RemoveBreakpoint(SoftwareBreakpoint, hit, 1); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if err := p.Resume([]Action{{Tid: ev.Tid, Step: true}}); err != nil {
+				t.Fatal(err)
+			}
+			sev := wait(t, p)
+			if sev.Tid == ev.Tid && sev.Signal == int(unix.SIGTRAP) {
+				break
+			}
+			t.Fatalf("while stepping: %+v", sev)
+		}
+		if err := p.InsertBreakpoint(SoftwareBreakpoint, hit, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if hits != 200 {
+		t.Errorf("%d hits reported, want 200 (4 threads × 50)", hits)
+	}
+}

@@ -80,6 +80,7 @@ type thread struct {
 	hookedAt        uint64 // internal trap whose hook ran while the thread stays on it
 	stopPC          uint64 // pc when the last all-stop was reported
 	interrupted     bool   // its last stop is Interrupt's SIGSTOP, reported as SIGINT
+	rehit           bool   // an unreported breakpoint hit was dropped: hit it again, no step-over
 }
 
 type waitResult struct {

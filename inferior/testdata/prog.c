@@ -52,6 +52,25 @@ static void *exec_from_thread(void *arg) {
 	return NULL;
 }
 
+static volatile int arrived;
+
+/* Spin barrier: the threads leave it running, so that several of them
+   reach hit at the same moment. */
+static void spin_barrier(int round) {
+	__atomic_fetch_add(&arrived, 1, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&arrived, __ATOMIC_SEQ_CST) < 4 * (round + 1)) {
+	}
+}
+
+static void *barrier_worker(void *arg) {
+	(void)arg;
+	for (int i = 0; i < 50; i++) {
+		spin_barrier(i);
+		hit(1);
+	}
+	return NULL;
+}
+
 static void *late_exit(void *arg) {
 	(void)arg;
 	for (int i = 0; i < 3; i++) {
@@ -138,6 +157,16 @@ int main(int argc, char **argv) {
 		pthread_create(&t, NULL, sleeper, NULL);
 		usleep(10000);
 		raw_exit_group(5);
+	}
+	if (strcmp(mode, "barrier") == 0) {
+		pthread_t t[4];
+		for (int i = 0; i < 4; i++) {
+			pthread_create(&t[i], NULL, barrier_worker, NULL);
+		}
+		for (int i = 0; i < 4; i++) {
+			pthread_join(t[i], NULL);
+		}
+		return counter; /* 200 */
 	}
 	if (strcmp(mode, "leaderexit") == 0) {
 		pthread_t t;
