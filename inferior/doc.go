@@ -32,8 +32,12 @@
 // Software breakpoints are int3 bytes whose original byte is shadowed:
 // ReadMemory shows the original bytes and WriteMemory updates the shadow.
 // A thread stopped at an int3 of ours has its pc rewound to the
-// breakpoint, and resuming a thread that sits on one first steps it over
-// alone (remove, single-step, reinsert). Hardware breakpoints and
+// breakpoint, and resuming a thread whose breakpoint stop was reported
+// (and which has not moved) first steps it over alone (remove,
+// single-step, reinsert). A thread that merely sits on a breakpoint
+// address (stopped there by SIGSTOP, moved there by gdb, or whose hit was
+// dropped because gdb removed the breakpoint before seeing it) executes
+// the int3 and reports the hit. Hardware breakpoints and
 // watchpoints use DR0-DR3/DR7, written into every thread, and DR6 tells
 // which one fired.
 //

@@ -78,7 +78,7 @@ type thread struct {
 	zombie          bool   // exited but not reapable yet (a leader with live threads)
 	drGen           int    // debugRegs generation written into the thread
 	hookedAt        uint64 // internal trap whose hook ran while the thread stays on it
-	stopPC          uint64 // pc when the last all-stop was reported
+	stopPC          uint64 // pc of its reported breakpoint stop: Resume steps over only there
 	interrupted     bool   // its last stop is Interrupt's SIGSTOP, reported as SIGINT
 	rehit           bool   // an unreported breakpoint hit was dropped: hit it again, no step-over
 }
