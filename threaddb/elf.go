@@ -11,8 +11,11 @@ import (
 
 const machineX8664 = elf.EM_X86_64
 
-// libcFile is libc.so.6's dynamic symbol table and the means to read the
-// bytes a symbol names.
+// libcFile is the symbol table of the object holding glibc's descriptors
+// (libc.so.6, or a static executable) and the means to read the bytes a
+// symbol names. Dynamic symbols come first; the full symbol table, when the
+// file has one, fills in names the dynamic table lacks (a static
+// executable has only .symtab).
 type libcFile struct {
 	f              *elf.File
 	closer         io.Closer
@@ -43,13 +46,14 @@ func readLibc(r io.ReaderAt) (*libcFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parsing ELF: %w", err)
 	}
-	syms, err := f.DynamicSymbols()
-	if err != nil {
-		return nil, fmt.Errorf("reading dynamic symbols: %w", err)
+	dynsyms, dynErr := f.DynamicSymbols()
+	syms, symErr := f.Symbols()
+	if dynErr != nil && symErr != nil {
+		return nil, fmt.Errorf("reading symbols: %w", dynErr)
 	}
 	lib := &libcFile{f: f, order: f.ByteOrder, machine: f.Machine, symbols: make(map[string]elf.Symbol)}
-	for _, s := range syms {
-		if s.Section == elf.SHN_UNDEF {
+	for _, s := range append(dynsyms, syms...) {
+		if s.Section == elf.SHN_UNDEF || s.Section >= elf.SHN_LORESERVE {
 			continue
 		}
 		// Versioned names come back bare from debug/elf; keep the first.
@@ -138,15 +142,19 @@ func (l *libcFile) scalar(name string) (uint32, error) {
 	return l.order.Uint32(b), nil
 }
 
-// FindLibc finds the C library mapped into process pid: the path of the
-// file (through /proc/PID/root when the process sees a different root
+// FindLibc finds the object of process pid that holds glibc's thread_db
+// descriptors: libc.so.6 when it is mapped, else the executable itself (a
+// static executable has them; for a dynamic one whose libc is not loaded
+// yet, NewResolver then fails with ErrUnsupported). It returns the path of
+// the file (through /proc/PID/root when the process sees a different root
 // than ours) and the start address of its mapping with file offset 0.
 func FindLibc(pid int) (path string, base uint64, err error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
 	if err != nil {
 		return "", 0, fmt.Errorf("finding libc: %w", err)
 	}
-	m, err := findLibcMapping(string(data))
+	exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	m, err := findLibcMapping(string(data), strings.TrimSuffix(exe, " (deleted)"))
 	if err != nil {
 		return "", 0, fmt.Errorf("finding libc of process %d: %w", pid, err)
 	}
@@ -167,16 +175,31 @@ func isLibcName(path string) bool {
 }
 
 // findLibcMapping parses /proc/PID/maps text and returns the libc mapping
-// whose file offset is 0.
-func findLibcMapping(maps string) (libcMapping, error) {
+// whose file offset is 0, or if there is none the executable's (exe, when
+// not empty, is the executable's path).
+func findLibcMapping(maps, exe string) (libcMapping, error) {
+	if m, ok := findMapping(maps, isLibcName); ok {
+		return m, nil
+	}
+	if exe != "" {
+		if m, ok := findMapping(maps, func(path string) bool { return path == exe }); ok {
+			return m, nil
+		}
+	}
+	return libcMapping{}, fmt.Errorf("no libc (or executable) mapping at file offset 0")
+}
+
+// findMapping returns the first file mapping at file offset 0 whose path
+// (without a " (deleted)" suffix) is accepted by want.
+func findMapping(maps string, want func(path string) bool) (libcMapping, bool) {
 	for _, line := range strings.Split(maps, "\n") {
 		// start-end perms offset dev inode path
 		fields := strings.Fields(line)
 		if len(fields) < 6 {
 			continue
 		}
-		path := strings.Join(fields[5:], " ")
-		if !strings.HasPrefix(path, "/") || !isLibcName(strings.TrimSuffix(path, " (deleted)")) {
+		path := strings.TrimSuffix(strings.Join(fields[5:], " "), " (deleted)")
+		if !strings.HasPrefix(path, "/") || !want(path) {
 			continue
 		}
 		var start, end, offset, inode uint64
@@ -189,9 +212,9 @@ func findLibcMapping(maps string) (libcMapping, error) {
 		if _, err := fmt.Sscanf(fields[4], "%d", &inode); err != nil {
 			continue
 		}
-		return libcMapping{start: start, inode: inode, path: strings.TrimSuffix(path, " (deleted)")}, nil
+		return libcMapping{start: start, inode: inode, path: path}, true
 	}
-	return libcMapping{}, fmt.Errorf("no libc mapping at file offset 0")
+	return libcMapping{}, false
 }
 
 // resolveMappedPath returns path as we can open it: path itself when it is

@@ -217,3 +217,67 @@ func TestTLSAddressInLiveProcess(t *testing.T) {
 		t.Errorf("TLSAddress(lm 0) = %#x, %v; want %#x", got, err, threads[0].a)
 	}
 }
+
+// TestTLSAddressStaticExecutable: a statically linked program carries the
+// descriptors in its .symtab and the slotinfo list head in its own
+// _dl_tls_dtv_slotinfo_list; gdb sends lm 0 for it.
+func TestTLSAddressStaticExecutable(t *testing.T) {
+	if _, err := exec.LookPath("gcc"); err != nil {
+		t.Skip("gcc not available")
+	}
+	prog := filepath.Join(t.TempDir(), "tlsstatic")
+	if out, err := exec.Command("gcc", "-g", "-static", "-pthread", "-o", prog, "testdata/tlsstatic.c").CombinedOutput(); err != nil {
+		t.Skipf("cannot link statically (no libc.a?): %v\n%s", err, out)
+	}
+	cmd := exec.Command(prog)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		stdin.Close()
+		cmd.Wait()
+	}()
+	type thread struct{ tp, sarr uint64 }
+	var threads []thread
+	lines := bufio.NewScanner(stdout)
+	for lines.Scan() && lines.Text() != "ready" {
+		var th thread
+		if _, err := fmt.Sscanf(lines.Text(), "thread tp=%v sarr=%v", &th.tp, &th.sarr); err != nil {
+			t.Fatalf("parsing %q: %v", lines.Text(), err)
+		}
+		threads = append(threads, th)
+	}
+	go io.Copy(io.Discard, stdout)
+	if len(threads) != 3 {
+		t.Fatalf("got %d thread lines, want 3", len(threads))
+	}
+	path, base, err := FindLibc(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(path) != "tlsstatic" {
+		t.Errorf("FindLibc chose %s, want the executable", path)
+	}
+	r, err := NewResolver(pidMemory(cmd.Process.Pid), path, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.hasSlotinfo || !r.slotinfoVar {
+		t.Errorf("static executable: slotinfo %v, list variable %v; want both", r.hasSlotinfo, r.slotinfoVar)
+	}
+	off := tlsSymbolOffset(t, prog, "sarr")
+	for _, th := range threads {
+		got, err := r.TLSAddress(th.tp, 0, off+8)
+		if err != nil || got != th.sarr+8 {
+			t.Errorf("thread %#x: TLSAddress = %#x, %v; want %#x", th.tp, got, err, th.sarr+8)
+		}
+	}
+}

@@ -18,7 +18,8 @@
 //	modid  = link_map.l_tls_modid at lm (lm 0: modid 1, the static-executable case gdbserver handles)
 //	slot   = the dtv_slotinfo for modid, found by walking
 //	         _rtld_global._dl_tls_dtv_slotinfo_list (len, next, slotinfo[])
-//	         (_rtld_global is found through libc's __nptl_rtld_global pointer)
+//	         (_rtld_global is found through libc's __nptl_rtld_global pointer;
+//	         a static executable has the list head _dl_tls_dtv_slotinfo_list)
 //	map    = slot.map (must be non-zero), modgen = slot.gen
 //	dtv    = pthread.dtvp at tp
 //	dtvgen = dtv[0].counter
@@ -77,8 +78,9 @@ const (
 // Bounds for walks through inferior memory, so a corrupted list ends.
 const maxSlotinfoListEntries = 1 << 16
 
-// Resolver computes thread-local variable addresses in one inferior.
-// It is not safe for concurrent use only in that Memory may not be.
+// Resolver computes thread-local variable addresses in one inferior. It
+// keeps no state between calls beyond the descriptors, so it is safe for
+// concurrent use when its Memory is.
 type Resolver struct {
 	mem   Memory
 	order binary.ByteOrder
@@ -91,8 +93,12 @@ type Resolver struct {
 	dtvCounter       Descriptor
 
 	// Slotinfo walk; hasSlotinfo is false when libc lacks any of these.
+	// The list head is _rtld_global._dl_tls_dtv_slotinfo_list, reached
+	// through libc's __nptl_rtld_global (a shared libc), or the variable
+	// _dl_tls_dtv_slotinfo_list itself (a static executable: slotinfoVar).
 	hasSlotinfo          bool
-	rtldGlobalPtrAddr    uint64 // run-time address of libc's __nptl_rtld_global
+	slotinfoVar          bool
+	rtldGlobalPtrAddr    uint64 // run-time address of __nptl_rtld_global or _dl_tls_dtv_slotinfo_list
 	rtldGlobalPtr        Descriptor
 	rtldSlotinfoList     Descriptor
 	slotinfoListLen      Descriptor
@@ -105,7 +111,9 @@ type Resolver struct {
 // NewResolver prepares a Resolver for an inferior whose libc.so.6 is the
 // file at libcPath, mapped so that its mapping with file offset 0 starts at
 // libcBase (what FindLibc returns). It reads glibc's _thread_db_*
-// descriptors from the file's dynamic symbol table.
+// descriptors from the file's dynamic symbol table (or its .symtab: libcPath
+// may be a statically linked executable, which carries them there).
+// It fails with ErrUnsupported when the file has no usable descriptors.
 func NewResolver(mem Memory, libcPath string, libcBase uint64) (*Resolver, error) {
 	lib, err := openLibc(libcPath)
 	if err != nil {
@@ -146,12 +154,11 @@ func newResolver(mem Memory, lib *libcFile, libcBase uint64) (*Resolver, error) 
 		}
 	}
 
+	bias := libcBase - lib.firstLoadVaddr
 	optional := []struct {
 		name string
 		dst  *Descriptor
 	}{
-		{"_thread_db___nptl_rtld_global", &r.rtldGlobalPtr},
-		{"_thread_db_rtld_global__dl_tls_dtv_slotinfo_list", &r.rtldSlotinfoList},
 		{"_thread_db_dtv_slotinfo_list_len", &r.slotinfoListLen},
 		{"_thread_db_dtv_slotinfo_list_next", &r.slotinfoListNext},
 		{"_thread_db_dtv_slotinfo_list_slotinfo", &r.slotinfoListSlotinfo},
@@ -165,14 +172,31 @@ func newResolver(mem Memory, lib *libcFile, libcBase uint64) (*Resolver, error) 
 		}
 	}
 	if r.hasSlotinfo {
-		addr, err := lib.symbolAddress("__nptl_rtld_global")
-		if err != nil {
-			r.hasSlotinfo = false
-		} else {
-			r.rtldGlobalPtrAddr = libcBase - lib.firstLoadVaddr + addr
-		}
+		r.hasSlotinfo = r.findSlotinfoHead(lib, bias)
 	}
 	return r, nil
+}
+
+// findSlotinfoHead locates the head of the dtv slotinfo list: through
+// __nptl_rtld_global and _rtld_global (shared libc), or the static
+// executable's own _dl_tls_dtv_slotinfo_list. It reports whether it could.
+func (r *Resolver) findSlotinfoHead(lib *libcFile, bias uint64) bool {
+	var err1, err2, err3 error
+	r.rtldGlobalPtr, err1 = lib.descriptor("_thread_db___nptl_rtld_global")
+	r.rtldSlotinfoList, err2 = lib.descriptor("_thread_db_rtld_global__dl_tls_dtv_slotinfo_list")
+	addr, err3 := lib.symbolAddress("__nptl_rtld_global")
+	if err1 == nil && err2 == nil && err3 == nil {
+		r.rtldGlobalPtrAddr = bias + addr
+		return true
+	}
+	r.rtldGlobalPtr, err1 = lib.descriptor("_thread_db__dl_tls_dtv_slotinfo_list")
+	addr, err2 = lib.symbolAddress("_dl_tls_dtv_slotinfo_list")
+	if err1 == nil && err2 == nil {
+		r.slotinfoVar = true
+		r.rtldGlobalPtrAddr = bias + addr
+		return true
+	}
+	return false
 }
 
 // TLSAddress returns the address of the thread-local object at offset in
@@ -284,13 +308,14 @@ func (r *Resolver) staticTLSBase(tp, linkMap, modid uint64) (uint64, error) {
 
 // slotinfo returns the address of the struct dtv_slotinfo of module modid.
 func (r *Resolver) slotinfo(modid uint64) (uint64, error) {
-	rtldGlobal, err := r.readField(r.rtldGlobalPtrAddr, r.rtldGlobalPtr, 0)
+	list, err := r.readField(r.rtldGlobalPtrAddr, r.rtldGlobalPtr, 0)
 	if err != nil {
-		return 0, fmt.Errorf("reading __nptl_rtld_global at %#x: %w", r.rtldGlobalPtrAddr, err)
+		return 0, fmt.Errorf("reading slotinfo list root at %#x: %w", r.rtldGlobalPtrAddr, err)
 	}
-	list, err := r.readField(rtldGlobal, r.rtldSlotinfoList, 0)
-	if err != nil {
-		return 0, fmt.Errorf("reading _dl_tls_dtv_slotinfo_list: %w", err)
+	if !r.slotinfoVar { // list is _rtld_global's address
+		if list, err = r.readField(list, r.rtldSlotinfoList, 0); err != nil {
+			return 0, fmt.Errorf("reading _rtld_global._dl_tls_dtv_slotinfo_list: %w", err)
+		}
 	}
 	first := uint64(0) // module id of the current list entry's slotinfo[0]
 	for i := 0; list != 0; i++ {

@@ -36,13 +36,23 @@ const (
 )
 
 func fakeResolver(mem Memory, slotinfo bool) *Resolver {
+	return fakeResolverVar(mem, slotinfo, false)
+}
+
+// fakeResolverVar: with slotinfoVar the list head is read from the
+// variable at fakeRtld+4208 directly, as in a static executable.
+func fakeResolverVar(mem Memory, slotinfo, slotinfoVar bool) *Resolver {
+	rtldPtr := uint64(fakeRtldPtr)
+	if slotinfoVar {
+		rtldPtr = fakeRtld + 4208
+	}
 	d := func(bits, count, off uint32) Descriptor { return Descriptor{bits, count, off} }
 	return &Resolver{
 		mem: mem, order: binary.LittleEndian,
 		linkMapTLSModid: d(64, 1, 1152), linkMapTLSOffset: d(64, 1, 1144),
 		pthreadDTVP: d(64, 1, 8), dtvDTV: d(128, 134217727, 0),
 		dtvPointerVal: d(64, 1, 0), dtvCounter: d(64, 1, 0),
-		hasSlotinfo: slotinfo, rtldGlobalPtrAddr: fakeRtldPtr,
+		hasSlotinfo: slotinfo, slotinfoVar: slotinfoVar, rtldGlobalPtrAddr: rtldPtr,
 		rtldGlobalPtr: d(64, 1, 0), rtldSlotinfoList: d(64, 1, 4208),
 		slotinfoListLen: d(64, 1, 0), slotinfoListNext: d(64, 1, 8),
 		slotinfoListSlotinfo: d(128, 0, 16),
@@ -142,6 +152,31 @@ func TestTLSAddressFake(t *testing.T) {
 
 var errAny = errors.New("any error")
 
+func TestSlotinfoListVariable(t *testing.T) {
+	// Static executable: the slotinfo list head is a variable of its own.
+	for _, tc := range []struct {
+		lm, want uint64
+		dyn      uint64
+		wantErr  error
+	}{
+		{fakeMapMain, fakeTP - 0x40 + 4, 0xa000, nil},
+		{fakeMapDyn, 0xa004, 0xa000, nil},
+		{fakeMapDyn, 0, ^uint64(0), ErrTLSNotAllocated},
+	} {
+		r := fakeResolverVar(fakeInferior(5, tc.dyn), true, true)
+		got, err := r.TLSAddress(fakeTP, tc.lm, 4)
+		if tc.wantErr != nil {
+			if !errors.Is(err, tc.wantErr) {
+				t.Errorf("lm %#x: TLSAddress = %#x, %v; want %v", tc.lm, got, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("lm %#x: TLSAddress = %#x, %v; want %#x", tc.lm, got, err, tc.want)
+		}
+	}
+}
+
 func TestStaticTLSFallback(t *testing.T) {
 	// Module 5 is stale in the dtv (generation 1 <= dtv 5 but slot
 	// unallocated) and its link_map has a static TLS offset.
@@ -215,25 +250,31 @@ func TestFindLibcMapping(t *testing.T) {
 	tests := []struct {
 		name    string
 		maps    string
+		exe     string
 		want    libcMapping
 		wantErr bool
 	}{
 		{"debian", "55d0a000-55d0b000 r--p 00000000 08:01 123 /usr/bin/cat\n" +
 			"7f0000000000-7f0000026000 r--p 00000000 08:01 456 /usr/lib/x86_64-linux-gnu/libc.so.6\n" +
-			"7f0000026000-7f000017c000 r-xp 00026000 08:01 456 /usr/lib/x86_64-linux-gnu/libc.so.6\n",
+			"7f0000026000-7f000017c000 r-xp 00026000 08:01 456 /usr/lib/x86_64-linux-gnu/libc.so.6\n", "/usr/bin/cat",
 			libcMapping{0x7f0000000000, 456, "/usr/lib/x86_64-linux-gnu/libc.so.6"}, false},
 		{"offset 0 not first", "7f0000026000-7f000017c000 r-xp 00026000 08:01 456 /lib/libc.so.6\n" +
-			"7f0000000000-7f0000026000 r--p 00000000 08:01 456 /lib/libc.so.6\n",
+			"7f0000000000-7f0000026000 r--p 00000000 08:01 456 /lib/libc.so.6\n", "",
 			libcMapping{0x7f0000000000, 456, "/lib/libc.so.6"}, false},
-		{"old name, deleted", "7f0000000000-7f0000026000 r--p 00000000 08:01 9 /lib/libc-2.31.so (deleted)\n",
+		{"old name, deleted", "7f0000000000-7f0000026000 r--p 00000000 08:01 9 /lib/libc-2.31.so (deleted)\n", "",
 			libcMapping{0x7f0000000000, 9, "/lib/libc-2.31.so"}, false},
 		{"not libc", "7f0000000000-7f0000026000 r--p 00000000 08:01 9 /lib/libcrypt.so.1\n" +
-			"7f0000000000-7f0000026000 r--p 00000000 08:01 9 /lib/mylibc.so.6\n", libcMapping{}, true},
-		{"anonymous and garbage", "zzz\n7f00-7f10 rw-p 00000000 00:00 0\n\n", libcMapping{}, true},
+			"7f0000000000-7f0000026000 r--p 00000000 08:01 9 /lib/mylibc.so.6\n", "", libcMapping{}, true},
+		{"anonymous and garbage", "zzz\n7f00-7f10 rw-p 00000000 00:00 0\n\n", "", libcMapping{}, true},
+		{"static executable", "00400000-00401000 r--p 00000000 08:01 77 /tmp/my prog\n" +
+			"00401000-00498000 r-xp 00001000 08:01 77 /tmp/my prog\n", "/tmp/my prog",
+			libcMapping{0x400000, 77, "/tmp/my prog"}, false},
+		{"executable not mapped", "00400000-00401000 r--p 00000000 08:01 77 /tmp/other\n", "/tmp/prog",
+			libcMapping{}, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := findLibcMapping(tc.maps)
+			got, err := findLibcMapping(tc.maps, tc.exe)
 			if (err != nil) != tc.wantErr || got != tc.want {
 				t.Fatalf("findLibcMapping = %+v, %v; want %+v, error %v", got, err, tc.want, tc.wantErr)
 			}
@@ -299,7 +340,7 @@ func FuzzFindLibcMapping(f *testing.F) {
 	f.Add("7f0000000000-7f0000026000 r--p 00000000 08:01 456 /usr/lib/x86_64-linux-gnu/libc.so.6\n")
 	f.Add("zzz\n1-2 r 0 0 0 /libc.so.6")
 	f.Fuzz(func(t *testing.T, maps string) {
-		m, err := findLibcMapping(maps)
+		m, err := findLibcMapping(maps, "")
 		if err == nil && !isLibcName(m.path) {
 			t.Fatalf("found non-libc path %q", m.path)
 		}
