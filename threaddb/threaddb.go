@@ -98,8 +98,8 @@ type Resolver struct {
 	// _dl_tls_dtv_slotinfo_list itself (a static executable: slotinfoVar).
 	hasSlotinfo          bool
 	slotinfoVar          bool
-	rtldGlobalPtrAddr    uint64 // run-time address of __nptl_rtld_global or _dl_tls_dtv_slotinfo_list
-	rtldGlobalPtr        Descriptor
+	slotinfoRootAddr     uint64 // run-time address of __nptl_rtld_global, or of _dl_tls_dtv_slotinfo_list when slotinfoVar
+	slotinfoRoot         Descriptor
 	rtldSlotinfoList     Descriptor
 	slotinfoListLen      Descriptor
 	slotinfoListNext     Descriptor
@@ -182,18 +182,18 @@ func newResolver(mem Memory, lib *libcFile, libcBase uint64) (*Resolver, error) 
 // executable's own _dl_tls_dtv_slotinfo_list. It reports whether it could.
 func (r *Resolver) findSlotinfoHead(lib *libcFile, bias uint64) bool {
 	var err1, err2, err3 error
-	r.rtldGlobalPtr, err1 = lib.descriptor("_thread_db___nptl_rtld_global")
+	r.slotinfoRoot, err1 = lib.descriptor("_thread_db___nptl_rtld_global")
 	r.rtldSlotinfoList, err2 = lib.descriptor("_thread_db_rtld_global__dl_tls_dtv_slotinfo_list")
 	addr, err3 := lib.symbolAddress("__nptl_rtld_global")
 	if err1 == nil && err2 == nil && err3 == nil {
-		r.rtldGlobalPtrAddr = bias + addr
+		r.slotinfoRootAddr = bias + addr
 		return true
 	}
-	r.rtldGlobalPtr, err1 = lib.descriptor("_thread_db__dl_tls_dtv_slotinfo_list")
+	r.slotinfoRoot, err1 = lib.descriptor("_thread_db__dl_tls_dtv_slotinfo_list")
 	addr, err2 = lib.symbolAddress("_dl_tls_dtv_slotinfo_list")
 	if err1 == nil && err2 == nil {
 		r.slotinfoVar = true
-		r.rtldGlobalPtrAddr = bias + addr
+		r.slotinfoRootAddr = bias + addr
 		return true
 	}
 	return false
@@ -308,9 +308,9 @@ func (r *Resolver) staticTLSBase(tp, linkMap, modid uint64) (uint64, error) {
 
 // slotinfo returns the address of the struct dtv_slotinfo of module modid.
 func (r *Resolver) slotinfo(modid uint64) (uint64, error) {
-	list, err := r.readField(r.rtldGlobalPtrAddr, r.rtldGlobalPtr, 0)
+	list, err := r.readField(r.slotinfoRootAddr, r.slotinfoRoot, 0)
 	if err != nil {
-		return 0, fmt.Errorf("reading slotinfo list root at %#x: %w", r.rtldGlobalPtrAddr, err)
+		return 0, fmt.Errorf("reading slotinfo list root at %#x: %w", r.slotinfoRootAddr, err)
 	}
 	if !r.slotinfoVar { // list is _rtld_global's address
 		if list, err = r.readField(list, r.rtldSlotinfoList, 0); err != nil {
