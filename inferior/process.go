@@ -58,7 +58,8 @@ type Process struct {
 	drGen     int // bumped whenever debugRegs change
 	hook      func(*Stopped) TrapAction
 	inHook    bool
-	xstateLen int // size of the XSAVE area (0: use FXSAVE only)
+	xstateLen int    // size of the XSAVE area (0: use FXSAVE only)
+	fpBuf     []byte // readFPState's buffer, reused
 }
 
 // traceOptions are the ptrace options of every tracee. Forks are traced
@@ -136,7 +137,26 @@ func (p *Process) loop(started chan struct{}) {
 		close(p.done)
 	}()
 	for {
+		select {
+		case <-p.quit:
+			return // a pending Wait gets ErrClosed
+		default:
+		}
 		p.serviceWaiter()
+		if p.waiter != nil && p.anyRunning() && len(p.reqs) == 0 && len(p.pending) == 0 {
+			// Someone waits for the running process: block in wait4
+			// on this thread. Waking through SIGCHLD instead costs
+			// several thread hand-offs in the runtime per event, which
+			// is most of a trap tracepoint's cost. Nothing else needs
+			// this goroutine while the process runs (all-stop): a
+			// request made meanwhile (Kill sends SIGKILL first,
+			// Interrupt a SIGSTOP) is served after the next event.
+			if wpid, ws, err := wait4(-1, 0); err == nil && wpid > 0 {
+				p.handleStatus(wpid, ws)
+				p.drain()
+				continue
+			}
+		}
 		var poll <-chan time.Time
 		if p.waiter != nil || p.anyRunning() {
 			// SIGCHLD tells us about tracee changes; polling is only a
@@ -532,6 +552,9 @@ func (p *Process) Close() {
 	if unix.Gettid() == p.tracerTid {
 		return // called from a trap hook: the loop ends when the hook returns
 	}
+	// The loop may be blocked in wait4 for the running process: a stop
+	// request wakes it (the loop then kills or detaches on its way out).
+	p.Interrupt()
 	<-p.done
 }
 

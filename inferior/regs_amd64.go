@@ -107,7 +107,12 @@ func isGPR(num int) bool {
 // is unavailable).
 func (p *Process) readFPState(tid int) ([]byte, error) {
 	if p.xstateLen >= 0 {
-		buf := make([]byte, 16384)
+		// One buffer per process, reused: only the ptrace goroutine
+		// calls this, and callers copy out of it before the next call.
+		if p.fpBuf == nil {
+			p.fpBuf = make([]byte, 16384)
+		}
+		buf := p.fpBuf
 		n, err := getRegset(tid, unix.NT_X86_XSTATE, buf)
 		if err == nil && n >= fxsaveSize {
 			p.xstateLen = n
@@ -176,13 +181,20 @@ func abridgedTag(tag uint16) byte {
 
 // getRegs reads every register of a stopped thread.
 func (p *Process) getRegs(tid int) (*tdesc.Regs, error) {
+	r, _, err := p.getRegsRaw(tid)
+	return r, err
+}
+
+// getRegsRaw reads every register and also returns the general-purpose
+// set as ptrace gave it.
+func (p *Process) getRegsRaw(tid int) (*tdesc.Regs, *unix.PtraceRegs, error) {
 	var ur unix.PtraceRegs
 	if err := unix.PtraceGetRegs(tid, &ur); err != nil {
-		return nil, fmt.Errorf("reading the registers of %d: %w", tid, err)
+		return nil, nil, fmt.Errorf("reading the registers of %d: %w", tid, err)
 	}
 	fp, err := p.readFPState(tid)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	r := p.layout.NewRegs()
 	for num := range r.Layout.Regs {
@@ -191,7 +203,7 @@ func (p *Process) getRegs(tid int) (*tdesc.Regs, error) {
 		}
 	}
 	fillFP(r, fp)
-	return r, nil
+	return r, &ur, nil
 }
 
 // fillFP copies the x87, SSE and AVX registers out of an XSAVE area.
@@ -316,14 +328,18 @@ func (p *Process) setRegs(tid int, r *tdesc.Regs) error {
 	if r == nil || r.Layout == nil || len(r.Data) < r.Layout.Size {
 		return errors.New("setting registers: malformed register set")
 	}
-	cur, err := p.getRegs(tid)
+	cur, ur, err := p.getRegsRaw(tid)
 	if err != nil {
 		return err
 	}
-	var ur unix.PtraceRegs
-	if err := unix.PtraceGetRegs(tid, &ur); err != nil {
-		return fmt.Errorf("reading the registers of %d: %w", tid, err)
-	}
+	_, err = p.writeChangedRegs(tid, cur, ur, r)
+	return err
+}
+
+// writeChangedRegs writes the registers of r that differ from cur (the
+// thread's current registers, ur their general-purpose part) and reports
+// whether anything was written.
+func (p *Process) writeChangedRegs(tid int, cur *tdesc.Regs, ur *unix.PtraceRegs, r *tdesc.Regs) (bool, error) {
 	gprChanged, fpChanged := false, false
 	for num := range cur.Layout.Regs {
 		if num >= len(r.Layout.Regs) || num >= len(r.Valid) || !r.Valid[num] {
@@ -333,28 +349,28 @@ func (p *Process) setRegs(tid int, r *tdesc.Regs) error {
 			continue
 		}
 		if isGPR(num) {
-			*gpr(&ur, num) = r.Uint64(num)
+			*gpr(ur, num) = r.Uint64(num)
 			gprChanged = true
 		} else {
 			fpChanged = true
 		}
 	}
 	if gprChanged {
-		if err := unix.PtraceSetRegs(tid, &ur); err != nil {
-			return fmt.Errorf("writing the registers of %d: %w", tid, err)
+		if err := unix.PtraceSetRegs(tid, ur); err != nil {
+			return false, fmt.Errorf("writing the registers of %d: %w", tid, err)
 		}
 	}
 	if fpChanged {
 		fp, err := p.readFPState(tid)
 		if err != nil {
-			return err
+			return false, err
 		}
 		storeFP(r, fp)
 		if err := p.writeFPState(tid, fp); err != nil {
-			return fmt.Errorf("writing the FPU/vector registers of %d: %w", tid, err)
+			return false, fmt.Errorf("writing the FPU/vector registers of %d: %w", tid, err)
 		}
 	}
-	return nil
+	return gprChanged || fpChanged, nil
 }
 
 // Registers reads every register of a stopped thread.

@@ -21,6 +21,12 @@ type Stopped struct {
 	p    *Process
 	t    *thread
 	addr uint64
+
+	// The thread's registers, read once per hit and kept in step with
+	// SetRegisters; a single-step drops them. A hook typically reads the
+	// registers, collects, and moves the pc: one read, one write.
+	regs *tdesc.Regs
+	ur   *unix.PtraceRegs
 }
 
 // Tid returns the thread's id.
@@ -36,20 +42,42 @@ func (s *Stopped) UserBreakpoint() bool {
 	return bp != nil && bp.user
 }
 
-// Registers reads the thread's registers.
+// Registers returns the thread's registers (a copy the caller may change).
 func (s *Stopped) Registers() (*tdesc.Regs, error) {
 	if s.p.threads[s.t.tid] != s.t {
 		return nil, fmt.Errorf("thread %d: %w", s.t.tid, ErrNoThread)
 	}
-	return s.p.getRegs(s.t.tid)
+	if s.regs == nil {
+		r, ur, err := s.p.getRegsRaw(s.t.tid)
+		if err != nil {
+			return nil, err
+		}
+		s.regs, s.ur = r, ur
+	}
+	return s.regs.Clone(), nil
 }
 
-// SetRegisters writes the thread's registers.
+// SetRegisters writes the registers of r that differ from the thread's.
 func (s *Stopped) SetRegisters(r *tdesc.Regs) error {
 	if s.p.threads[s.t.tid] != s.t {
 		return fmt.Errorf("thread %d: %w", s.t.tid, ErrNoThread)
 	}
-	return s.p.setRegs(s.t.tid, r)
+	if s.regs == nil {
+		if _, err := s.Registers(); err != nil {
+			return err
+		}
+	}
+	if _, err := s.p.writeChangedRegs(s.t.tid, s.regs, s.ur, r); err != nil {
+		s.regs, s.ur = nil, nil // unknown state: read again next time
+		return err
+	}
+	// writeChangedRegs updated s.ur in place; bring the copy up to date.
+	for num := range s.regs.Layout.Regs {
+		if num < len(r.Valid) && r.Valid[num] {
+			_ = s.regs.Set(num, r.Get(num))
+		}
+	}
+	return nil
 }
 
 // ReadMemory reads memory like Process.ReadMemory.
@@ -67,6 +95,7 @@ func (s *Stopped) WriteMemory(addr uint64, b []byte) error {
 // sitting on one of our int3s steps the original instruction. A signal
 // arriving instead is kept for gdb and the step retried.
 func (s *Stopped) SingleStep() error {
+	s.regs, s.ur = nil, nil // the step changes them
 	p, t := s.p, s.t
 	for attempt := 0; attempt < 8; attempt++ {
 		if p.threads[t.tid] != t {
