@@ -78,7 +78,7 @@ func (s *Server) buildMux() *rsp.Mux {
 	h("QStartupWithShell:", func([]byte) []byte { return rsp.OK })
 	h("QDisableRandomization:", s.disableRandomization)
 	h("QThreadEvents:", func([]byte) []byte { return rsp.OK })
-	h("qGetTLSAddr:", func([]byte) []byte { return []byte{} })
+	h("qGetTLSAddr:", s.qGetTLSAddr)
 	// Everything of the trace experiment goes to the engine.
 	for _, p := range []string{"QT", "qT", "qXfer:traceframe-info:"} {
 		h(p, s.tracePacket)

@@ -82,6 +82,7 @@ type Server struct {
 	files   *hostio.Server
 	xfer    map[string][]byte // documents being read in pieces, by object:annex
 	threadX []byte
+	tls     *tlsResolver // qGetTLSAddr: resolver of the current libc mapping
 }
 
 // New returns a server with no process yet.
