@@ -323,10 +323,18 @@ func (p *Process) breakpointHit(t *thread, bp *swBreakpoint) {
 		p.queue(trapEv)
 		return
 	}
-	st := &Stopped{p: p, t: t, addr: bp.addr}
-	p.inHook = true
-	action := p.hook(st)
-	p.inHook = false
+	action := TrapResume
+	if t.hookDoneAt == bp.addr {
+		// Second execution of a trap whose hook already ran for this
+		// hit (see hookDoneAt): only gdb's breakpoint matters now.
+		t.hookDoneAt = 0
+	} else {
+		t.hookDoneAt = 0
+		st := &Stopped{p: p, t: t, addr: bp.addr}
+		p.inHook = true
+		action = p.hook(st)
+		p.inHook = false
+	}
 	if p.threads[t.tid] != t || p.exitEvent != nil {
 		return // the thread vanished during the hook
 	}
@@ -375,6 +383,11 @@ func (p *Process) breakpointHit(t *thread, bp *swBreakpoint) {
 // breakpoint when resumed, so gdb sees the hit. A thread is disarmed as
 // soon as it runs (rawResume).
 func (p *Process) recordReportedStopPC(ev StopEvent) {
+	if t := p.threads[ev.Tid]; t != nil && t.hookDoneAt != 0 {
+		if pc, err := getPC(t.tid); err != nil || pc != t.hookDoneAt {
+			t.hookDoneAt = 0 // it went elsewhere: a later arrival is a new hit
+		}
+	}
 	if ev.Kind != SignalStop || ev.Reason != "swbreak" {
 		return
 	}
@@ -618,9 +631,12 @@ func (p *Process) dropStaleEvents() {
 			if err == nil {
 				if bp := p.swbps[pc]; bp == nil || !bp.user {
 					if t := p.threads[ev.Tid]; t != nil && bp != nil && bp.internal {
-						// The hook ran for this hit already: step over
-						// the trap rather than hit it again.
-						t.hookedAt = pc
+						// The hook ran for this hit already, and the
+						// stop was queued for gdb's breakpoint, now
+						// removed: when the thread executes the trap
+						// again, report gdb's breakpoint if it is
+						// back, without running the hook twice.
+						t.hookDoneAt = pc
 					} else if t != nil {
 						// gdb never saw this hit (it removed the
 						// breakpoint meanwhile, typically to step

@@ -79,9 +79,14 @@ type thread struct {
 	zombie          bool   // exited but not reapable yet (a leader with live threads)
 	drGen           int    // debugRegs generation written into the thread
 	hookedAt        uint64 // internal trap whose hook ran while the thread stays on it
-	stopPC          uint64 // pc of its reported breakpoint stop: Resume steps over only there
-	interrupted     bool   // its last stop is Interrupt's SIGSTOP, reported as SIGINT
-	rehit           bool   // an unreported breakpoint hit was dropped: hit it again, no step-over
+	// hookDoneAt: the hook ran for this thread's hit here, but gdb's
+	// breakpoint at the same address lost its report (gdb removed it to
+	// step another thread): when the thread executes the int3 again it is
+	// gdb's breakpoint hit, not a new tracepoint hit.
+	hookDoneAt  uint64
+	stopPC      uint64 // pc of its reported breakpoint stop: Resume steps over only there
+	interrupted bool   // its last stop is Interrupt's SIGSTOP, reported as SIGINT
+	rehit       bool   // an unreported breakpoint hit was dropped: hit it again, no step-over
 }
 
 type waitResult struct {
