@@ -95,10 +95,13 @@ func (s *Server) tracePacket(pkt []byte) []byte {
 }
 
 func (s *Server) qSupported(pkt []byte) []byte {
-	s.multiprocess = false
+	s.multiprocess, s.execEvents = false, false
 	for _, f := range strings.Split(strings.TrimPrefix(string(pkt), "qSupported:"), ";") {
-		if f == "multiprocess+" {
+		switch f {
+		case "multiprocess+":
 			s.multiprocess = true
+		case "exec-events+":
+			s.execEvents = true
 		}
 	}
 	feats := []string{
@@ -113,6 +116,9 @@ func (s *Server) qSupported(pkt []byte) []byte {
 	}
 	if s.multiprocess {
 		feats = append(feats, "multiprocess+")
+	}
+	if s.execEvents {
+		feats = append(feats, "exec-events+")
 	}
 	feats = append(feats, s.trace.Features()...)
 	var out []string

@@ -308,6 +308,12 @@ func (s *Server) stopReply(ev inferior.StopEvent) []byte {
 			}
 		}
 	}
+	if ev.Exec && s.execEvents && s.proc != nil {
+		// The program image changed: gdb reloads symbols from this path.
+		if path, err := s.proc.ExePath(); err == nil {
+			fmt.Fprintf(&b, "exec:%x;", path)
+		}
+	}
 	switch ev.Reason {
 	case "swbreak", "hwbreak":
 		b.WriteString(ev.Reason + ":;")

@@ -66,8 +66,10 @@ type Server struct {
 	// multiprocess: gdb offered the multiprocess extensions in
 	// qSupported; thread ids are then pPID.TID.
 	multiprocess bool
-	lastPid      int  // pid of the current or last process
-	exitReq      bool // monitor exit
+	// execEvents: gdb understands exec stop reasons (exec-events).
+	execEvents bool
+	lastPid    int  // pid of the current or last process
+	exitReq    bool // monitor exit
 
 	gThread, cThread int // Hg / Hc selections (0 = any, -1 = all)
 
