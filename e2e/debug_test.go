@@ -389,3 +389,14 @@ func TestMonitorCommands(t *testing.T) {
 		t.Errorf("stub still running 10s after monitor exit")
 	}
 }
+
+// TestExec: a program that execs itself; gdb follows the new image (exec
+// events), the breakpoint on main is hit in both images with the right
+// argc, and the exit status arrives.
+func TestExec(t *testing.T) {
+	stubPath(t)
+	prog := buildProgram(t, "execself")
+	out, _ := debugSession(t, prog, nil,
+		"break main", "continue", "print argc", "continue", "print argc", "continue")
+	mustContain(t, out, "is executing new program:", "$1 = 1", "$2 = 2", "exited with code 07")
+}
