@@ -172,14 +172,7 @@ func (e *Engine) qtDP(s string) []byte {
 // qtDPActions handles "-n:addr:[S]actions[-]".
 func (e *Engine) qtDPActions(s string) []byte {
 	c := &cursor{s: s}
-	num, err := c.hexInt()
-	if err == nil {
-		err = c.expect(':')
-	}
-	var addr uint64
-	if err == nil {
-		addr, err = c.hex()
-	}
+	num, addr, err := c.location()
 	if err == nil {
 		err = c.expect(':')
 	}
@@ -250,14 +243,7 @@ func (e *Engine) dropTP(tp *Tracepoint, err error) []byte {
 // qtDPsrc records "n:addr:type:start:len:hex".
 func (e *Engine) qtDPsrc(s string) []byte {
 	c := &cursor{s: s}
-	num, err := c.hexInt()
-	if err == nil {
-		err = c.expect(':')
-	}
-	var addr uint64
-	if err == nil {
-		addr, err = c.hex()
-	}
+	num, addr, err := c.location()
 	if err == nil {
 		err = c.expect(':')
 	}
@@ -503,14 +489,7 @@ func (e *Engine) qtV(s string) []byte {
 // qtP answers "V<hits>:<bytes>" (hex) for location "n:addr".
 func (e *Engine) qtP(s string) []byte {
 	c := &cursor{s: s}
-	num, err := c.hexInt()
-	if err == nil {
-		err = c.expect(':')
-	}
-	var addr uint64
-	if err == nil {
-		addr, err = c.hex()
-	}
+	num, addr, err := c.location()
 	if err != nil {
 		return errorReply(fmt.Errorf("qTP: %w", err))
 	}
@@ -527,14 +506,7 @@ func (e *Engine) qtP(s string) []byte {
 // it when a run is active.
 func (e *Engine) qtEnable(s string, enable bool) []byte {
 	c := &cursor{s: s}
-	num, err := c.hexInt()
-	if err == nil {
-		err = c.expect(':')
-	}
-	var addr uint64
-	if err == nil {
-		addr, err = c.hex()
-	}
+	num, addr, err := c.location()
 	if err != nil {
 		return errorReply(fmt.Errorf("QTEnable/QTDisable: %w", err))
 	}

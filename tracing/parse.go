@@ -64,6 +64,20 @@ func (c *cursor) hex() (uint64, error) {
 	return v, nil
 }
 
+// location parses a tracepoint location "n:addr" (both hex): the number
+// and address that name one location of a tracepoint in QTDP, QTDPsrc,
+// qTP, QTEnable and QTDisable.
+func (c *cursor) location() (num int, addr uint64, err error) {
+	if num, err = c.hexInt(); err != nil {
+		return 0, 0, err
+	}
+	if err = c.expect(':'); err != nil {
+		return 0, 0, err
+	}
+	addr, err = c.hex()
+	return num, addr, err
+}
+
 // hexInt reads a hex number that must fit a non-negative int.
 func (c *cursor) hexInt() (int, error) {
 	v, err := c.hex()
