@@ -10,6 +10,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# On a fresh Debian machine: install the compiler and the debugger first.
+missing=
+for tool in gcc gdb; do command -v "$tool" >/dev/null 2>&1 || missing="$missing $tool"; done
+if [ -n "$missing" ]; then
+	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+		echo "+ apt-get install$missing"
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends$missing libc6-dev >/dev/null
+	else
+		echo "demo.sh: please install:$missing" >&2
+		exit 1
+	fi
+fi
+
 work=$(mktemp -d)
 stub_pid=
 cleanup() {
