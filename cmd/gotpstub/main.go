@@ -149,7 +149,6 @@ func parseArgs(args []string) (*options, error) {
 	switch {
 	case o.attach && len(o.rest) != 1:
 		return nil, errors.New("--attach needs exactly one PID")
-	case o.multi && !o.attach && len(o.rest) > 0 && false:
 	case !o.multi && !o.attach && len(o.rest) == 0:
 		return nil, errors.New("no program specified")
 	}

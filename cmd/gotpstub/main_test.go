@@ -1,0 +1,71 @@
+package main
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseArgs(t *testing.T) {
+	tests := []struct {
+		args    []string
+		want    options
+		wantErr string
+	}{
+		{args: []string{":2345", "./prog", "a", "--b"}, want: options{comm: ":2345", rest: []string{"./prog", "a", "--b"}, disableRandomization: true}},
+		{args: []string{"--once", "localhost:2346", "/abs/prog"}, want: options{once: true, comm: "localhost:2346", rest: []string{"/abs/prog"}, disableRandomization: true}},
+		// The testsuite puts --attach after COMM.
+		{args: []string{"--once", "localhost:2346", "--attach", "123"}, want: options{once: true, attach: true, comm: "localhost:2346", rest: []string{"123"}, disableRandomization: true}},
+		{args: []string{"--attach", ":1", "77"}, want: options{attach: true, comm: ":1", rest: []string{"77"}, disableRandomization: true}},
+		{args: []string{"--once", "--multi", "--disable-packet=T,Tthread", "localhost:2346"}, want: options{once: true, multi: true, disabled: []string{"T", "Tthread"}, comm: "localhost:2346", rest: []string{}, disableRandomization: true}},
+		{args: []string{"--wrapper", "env", "X=1", "--", ":1", "prog"}, want: options{wrapper: []string{"env", "X=1"}, comm: ":1", rest: []string{"prog"}, disableRandomization: true}},
+		{args: []string{"--no-disable-randomization", "--remote-debug", "--debug", "--debug-file=/tmp/x", "stdio", "p"}, want: options{remoteDebug: true, debug: true, debugFile: "/tmp/x", comm: "stdio", rest: []string{"p"}}},
+		{args: []string{":1"}, wantErr: "no program"},
+		{args: []string{"--attach", ":1"}, wantErr: "exactly one PID"},
+		{args: []string{"--wrapper", "env", ":1", "prog"}, wantErr: "terminating"},
+		{args: []string{"--bogus", ":1", "p"}, wantErr: "unknown option"},
+		{args: []string{}, wantErr: "no COMM"},
+	}
+	for _, tc := range tests {
+		got, err := parseArgs(tc.args)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%q: err %v, want %q", tc.args, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+			continue
+		}
+		if got.rest == nil {
+			got.rest = []string{}
+		}
+		if tc.want.rest == nil {
+			tc.want.rest = []string{}
+		}
+		if !reflect.DeepEqual(*got, tc.want) {
+			t.Errorf("%q:\n got %+v\nwant %+v", tc.args, *got, tc.want)
+		}
+	}
+}
+
+func TestExplain(t *testing.T) {
+	var b strings.Builder
+	// reg 0 (rax); const8 3; less_signed; end  ==  $rax < 3
+	if err := explainTo(&b, "26000022031427"); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"reg", "less_signed", "machine code (amd64"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain output lacks %q:\n%s", want, out)
+		}
+	}
+	if err := explainTo(&b, "01"); err == nil {
+		t.Error("explain accepted a float opcode")
+	}
+	if err := explainTo(&b, "zz"); err == nil {
+		t.Error("explain accepted bad hex")
+	}
+}
