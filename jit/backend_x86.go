@@ -110,11 +110,14 @@ func (g *x86gen) gen() error {
 	a.movRR(regCtx, rSI)
 	a.aluRR32(aluXor, rAX, rAX)
 	a.store64(at(regCtx, CtxErr), rAX)
-	a.load64(rCX, at(regCtx, CtxJumpLimit))
-	a.movImm(rDX, DefaultJumpLimit)
-	a.testRR(rCX, rCX)
-	a.cmovcc(condE, rCX, rDX)
-	a.store64(at(rBP, slotJumps), rCX)
+	if g.hasBackwardJump() {
+		// Only loops need the backward-jump budget.
+		a.load64(rCX, at(regCtx, CtxJumpLimit))
+		a.movImm(rDX, DefaultJumpLimit)
+		a.testRR(rCX, rCX)
+		a.cmovcc(condE, rCX, rDX)
+		a.store64(at(rBP, slotJumps), rCX)
+	}
 
 	insns := g.e.Insns
 	for i := 0; i < len(insns); i++ {
@@ -159,7 +162,16 @@ func (g *x86gen) gen() error {
 			return err
 		}
 	}
-	// Errors and exit.
+	// The exit comes right after the body (a final `end` falls into
+	// it), the error stubs after the exit.
+	exit := a.pos()
+	a.store64(at(regCtx, CtxResult), rAX)
+	a.lea(rSP, at(rBP, -savedRegs))
+	for _, r := range []gpr{r15, r14, r13, r12, rBX} {
+		a.pop(r)
+	}
+	a.pop(rBP)
+	a.ret()
 	exitErr := map[int]int{}
 	for _, code := range []int{ErrMemory, ErrDivZero, ErrFrameFull, ErrTSV, ErrCollect, ErrSteps} {
 		if len(g.errFix[code]) == 0 {
@@ -171,14 +183,6 @@ func (g *x86gen) gen() error {
 		a.aluRR32(aluXor, rAX, rAX)
 		g.exitFix = append(g.exitFix, a.jmp32())
 	}
-	exit := a.pos()
-	a.store64(at(regCtx, CtxResult), rAX)
-	a.lea(rSP, at(rBP, -savedRegs))
-	for _, r := range []gpr{r15, r14, r13, r12, rBX} {
-		a.pop(r)
-	}
-	a.pop(rBP)
-	a.ret()
 	helpers := map[string]int{}
 	for _, name := range []string{"ref1", "ref2", "ref4", "ref8", "collect", "collectStr", "readmem"} {
 		if name != "readmem" && len(g.callFix[name]) == 0 {
@@ -351,7 +355,10 @@ func (g *x86gen) insn(i int, in agentexpr.Insn, d int) error {
 		if d == 0 {
 			a.aluRR32(aluXor, rAX, rAX)
 		}
-		g.exitFix = append(g.exitFix, a.jmp32())
+		if i != len(g.e.Insns)-1 {
+			g.exitFix = append(g.exitFix, a.jmp32())
+		} // else: the exit follows
+
 	case agentexpr.OpDup:
 		a.push(rAX)
 	case agentexpr.OpPop:
@@ -431,6 +438,17 @@ func (g *x86gen) condJump(c cond, i int) {
 	g.countJump()
 	g.jumps = append(g.jumps, jumpFix{a.jmp32(), g.f.target[i]})
 	a.here8(skip)
+}
+
+// hasBackwardJump reports whether any goto/if_goto jumps backwards (or to
+// itself): only then can the code loop, and need the jump budget.
+func (g *x86gen) hasBackwardJump() bool {
+	for i, in := range g.e.Insns {
+		if (in.Op == agentexpr.OpGoto || in.Op == agentexpr.OpIfGoto) && g.f.target[i] <= i {
+			return true
+		}
+	}
+	return false
 }
 
 // countJump spends one unit of the backward-jump budget or fails.
