@@ -20,8 +20,10 @@ const (
 	regLen  = r15 // collection helpers: remaining length
 )
 
-// Frame layout below rbp: five callee-saved registers (rbx r12 r13 r14 r15)
-// at rbp-8..rbp-40, then scratch slots; rsp = rbp-frameSize, 16-aligned.
+// Frame layout below rbp: the callee-saved registers the code uses (r12
+// r13 always; rbx r14 r15 too when memory or collection helpers are
+// emitted) at rbp-8..rbp-40, then scratch slots; rsp = rbp-frameSize,
+// 16-aligned either way (2 or 5 pushes, sub 96 or 72).
 const (
 	slotJumps   = -104 // backward jumps left
 	slotSave1   = -96  // helper spill
@@ -30,8 +32,35 @@ const (
 	slotRemIO   = -64  // struct iovec remote {base, len}
 	slotValue   = -48  // destination of ref reads
 	frameSize   = 112
-	savedRegs   = 40
 )
+
+// pureOps need no helper: expressions made only of them save only r12
+// and r13.
+var pureOps = map[agentexpr.Op]bool{
+	agentexpr.OpAdd: true, agentexpr.OpSub: true, agentexpr.OpMul: true,
+	agentexpr.OpDivSigned: true, agentexpr.OpDivUnsigned: true,
+	agentexpr.OpRemSigned: true, agentexpr.OpRemUnsigned: true,
+	agentexpr.OpLsh: true, agentexpr.OpRshSigned: true, agentexpr.OpRshUnsigned: true,
+	agentexpr.OpLogNot: true, agentexpr.OpBitAnd: true, agentexpr.OpBitOr: true,
+	agentexpr.OpBitXor: true, agentexpr.OpBitNot: true, agentexpr.OpEqual: true,
+	agentexpr.OpLessSigned: true, agentexpr.OpLessUnsigned: true, agentexpr.OpExt: true,
+	agentexpr.OpZeroExt: true, agentexpr.OpIfGoto: true, agentexpr.OpGoto: true,
+	agentexpr.OpConst8: true, agentexpr.OpConst16: true, agentexpr.OpConst32: true,
+	agentexpr.OpConst64: true, agentexpr.OpReg: true, agentexpr.OpEnd: true,
+	agentexpr.OpDup: true, agentexpr.OpPop: true, agentexpr.OpSwap: true,
+	agentexpr.OpGetv: true, agentexpr.OpSetv: true, agentexpr.OpPick: true,
+	agentexpr.OpRot: true,
+}
+
+// savedGPRs returns the callee-saved registers the code must preserve.
+func (g *x86gen) savedGPRs() []gpr {
+	for _, in := range g.e.Insns {
+		if !pureOps[in.Op] {
+			return []gpr{rBX, r12, r13, r14, r15}
+		}
+	}
+	return []gpr{r12, r13}
+}
 
 // Syscall number of process_vm_readv on x86-64 Linux.
 const sysProcessVMReadv = 310
@@ -102,10 +131,12 @@ func (g *x86gen) gen() error {
 	// Prologue.
 	a.push(rBP)
 	a.movRR(rBP, rSP)
-	for _, r := range []gpr{rBX, r12, r13, r14, r15} {
+	saved := g.savedGPRs()
+	savedBytes := int32(8 * len(saved))
+	for _, r := range saved {
 		a.push(r)
 	}
-	a.aluRI(aluSub, rSP, frameSize-savedRegs)
+	a.aluRI(aluSub, rSP, frameSize-savedBytes)
 	a.movRR(regPad, rDI)
 	a.movRR(regCtx, rSI)
 	a.aluRR32(aluXor, rAX, rAX)
@@ -166,9 +197,9 @@ func (g *x86gen) gen() error {
 	// it), the error stubs after the exit.
 	exit := a.pos()
 	a.store64(at(regCtx, CtxResult), rAX)
-	a.lea(rSP, at(rBP, -savedRegs))
-	for _, r := range []gpr{r15, r14, r13, r12, rBX} {
-		a.pop(r)
+	a.lea(rSP, at(rBP, -savedBytes))
+	for i := len(saved) - 1; i >= 0; i-- {
+		a.pop(saved[i])
 	}
 	a.pop(rBP)
 	a.ret()
@@ -213,6 +244,9 @@ func (g *x86gen) gen() error {
 	}
 	for _, fl := range g.exitFix {
 		a.patch32(fl, exit)
+	}
+	if len(saved) < 5 && len(g.callFix) > 0 {
+		return fmt.Errorf("jit: internal error: helpers emitted but rbx/r14/r15 not saved")
 	}
 	for name, fields := range g.callFix {
 		for _, fl := range fields {
