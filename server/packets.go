@@ -91,6 +91,9 @@ func (s *Server) tracePacket(pkt []byte) []byte {
 	if !ok {
 		return []byte{}
 	}
+	if string(reply) == "OK" && strings.HasPrefix(string(pkt), "QTDP:") {
+		s.logJIT(pkt)
+	}
 	return reply
 }
 

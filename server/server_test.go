@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"gotpstub/agentexpr"
 	"gotpstub/rsp"
 	"gotpstub/tdesc"
 )
@@ -292,3 +293,37 @@ func (l tlog) Write(p []byte) (int, error) {
 }
 
 func testLog(t *testing.T) tlog { return tlog{t} }
+
+// TestDebugLogReportsJIT: with --debug, every agent expression gdb
+// downloads is reported as compiled or as falling back, with the reason.
+func TestDebugLogReportsJIT(t *testing.T) {
+	var log bytes.Buffer
+	srv := New(Config{Progress: &bytes.Buffer{}, Log: &log})
+	// A condition ($rax < 3), a collection (reg 0 via trace_quick-free
+	// expression) and a printf action, which the JIT leaves to the
+	// interpreter.
+	printf, err := agentexpr.Assemble(`const8 5; const8 0; const8 0; printf 1 "%d"; end`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pkt := range []string{
+		"QTinit",
+		"QTDP:1:401000:E:0:0:X7,26000022031427-",
+		"QTDP:-1:401000:X7,26000022031427-",
+		fmt.Sprintf("QTDP:-1:401000:X%x,%x", len(printf), printf),
+	} {
+		if reply := srv.tracePacket([]byte(pkt)); string(reply) != "OK" {
+			t.Fatalf("%s → %q", pkt, reply)
+		}
+	}
+	out := log.String()
+	for _, want := range []string{
+		"jit: tracepoint 1 at 0x401000 condition: compiled to",
+		"jit: tracepoint 1 at 0x401000 action 0: compiled to",
+		"falls back to the interpreter: printf",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("debug log lacks %q:\n%s", want, out)
+		}
+	}
+}
