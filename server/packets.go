@@ -888,15 +888,7 @@ func (s *Server) monitor(pkt []byte) []byte {
 
 // alive reports whether tid is a live thread of the current process.
 func (s *Server) alive(tid int) bool {
-	if !s.needProcess() {
-		return false
-	}
-	for _, t := range s.proc.Threads() {
-		if t == tid {
-			return true
-		}
-	}
-	return false
+	return s.needProcess() && s.proc.Alive(tid)
 }
 
 // threadID formats a thread id for gdb: "pPID.TID" once gdb and the stub
