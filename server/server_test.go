@@ -21,20 +21,23 @@ import (
 	"gotpstub/tdesc"
 )
 
-// buildCount compiles testdata/count.c as a non-PIE program so symbol
-// addresses are final.
-func buildCount(t *testing.T) string {
+// buildTestProgram compiles testdata/NAME.c as a non-PIE program (so
+// symbol addresses are final) with the extra gcc flags.
+func buildTestProgram(t *testing.T, name string, flags ...string) string {
 	t.Helper()
 	if _, err := exec.LookPath("gcc"); err != nil {
 		t.Skip("gcc not installed")
 	}
-	out := filepath.Join(t.TempDir(), "count")
-	cmd := exec.Command("gcc", "-g", "-O0", "-no-pie", "-fno-pie", "-o", out, "testdata/count.c")
-	if b, err := cmd.CombinedOutput(); err != nil {
+	out := filepath.Join(t.TempDir(), name)
+	args := append([]string{"-g", "-O0", "-no-pie", "-fno-pie", "-o", out, "testdata/" + name + ".c"}, flags...)
+	if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, b)
 	}
 	return out
 }
+
+// buildCount compiles testdata/count.c.
+func buildCount(t *testing.T) string { return buildTestProgram(t, "count") }
 
 func symbol(t *testing.T, prog, name string) uint64 {
 	t.Helper()

@@ -3,26 +3,13 @@ package server
 import (
 	"debug/elf"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 )
 
 // buildTLS compiles testdata/tls.c (non-PIE, so done's address is final).
-func buildTLS(t *testing.T) string {
-	t.Helper()
-	if _, err := exec.LookPath("gcc"); err != nil {
-		t.Skip("gcc not installed")
-	}
-	out := filepath.Join(t.TempDir(), "tls")
-	cmd := exec.Command("gcc", "-g", "-O0", "-pthread", "-no-pie", "-fno-pie", "-o", out, "testdata/tls.c")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, b)
-	}
-	return out
-}
+func buildTLS(t *testing.T) string { return buildTestProgram(t, "tls", "-pthread") }
 
 // tlsOffset is the st_value of a TLS symbol: its offset in the module's
 // TLS block, what gdb sends in qGetTLSAddr.
