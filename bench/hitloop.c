@@ -1,7 +1,9 @@
 /* hitloop.c: the traced program of scripts/bench-trap.sh.
  *
  * Calls the non-inlined function hit(i) for i = 0 .. N-1 (N is argv[1],
- * default 20000) and measures the loop's wall time with
+ * default 20000) from the main thread, with argv[2] (default 0) extra threads
+ * idling in pause() meanwhile (a multi-threaded program whose leader hits
+ * the tracepoint, like gdb.trace/tspeed.exp with the in-process agent), and measures the loop's wall time with
  * clock_gettime(CLOCK_MONOTONIC). After the loop it calls loop_done(), where
  * the benchmark's gdb session puts a breakpoint to stop the trace
  * experiment, then prints
@@ -13,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <pthread.h>
+#include <unistd.h>
 
 /* sink keeps hit's body from being optimised away. */
 volatile long sink;
@@ -31,6 +35,15 @@ __attribute__((noinline, noclone)) void loop_done(long loop_ns, int calls)
 	__asm__ volatile("" ::: "memory");
 }
 
+/* idle is the body of the extra threads: they never return. */
+static void *idle(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
 static long long now_ns(void)
 {
 	struct timespec ts;
@@ -45,10 +58,25 @@ int main(int argc, char **argv)
 		char *end;
 		long n = strtol(argv[1], &end, 10);
 		if (*end != '\0' || n < 0 || n > 100000000) {
-			fprintf(stderr, "usage: %s [calls]\n", argv[0]);
+			fprintf(stderr, "usage: %s [calls [idle-threads]]\n", argv[0]);
 			return 2;
 		}
 		calls = (int)n;
+	}
+	if (argc > 2) {
+		char *end;
+		long n = strtol(argv[2], &end, 10);
+		if (*end != '\0' || n < 0 || n > 64) {
+			fprintf(stderr, "usage: %s [calls [idle-threads]]\n", argv[0]);
+			return 2;
+		}
+		for (long k = 0; k < n; k++) {
+			pthread_t th;
+			if (pthread_create(&th, NULL, idle, NULL) != 0) {
+				perror("pthread_create");
+				return 1;
+			}
+		}
 	}
 
 	long long start = now_ns();

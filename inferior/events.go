@@ -875,6 +875,15 @@ func (p *Process) stepThread(t *thread, sig int) (bool, error) {
 	}
 }
 
+// leaderSpinPolls bounds waitThread's busy polling of the leader before
+// it starts sleeping between polls (each poll is a wait4 and a
+// sched_yield, about a microsecond).
+const leaderSpinPolls = 500
+
+// schedYield gives the CPU away for a moment, so a tracee on the same core
+// can run while we poll for its status.
+func schedYield() { _, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
+
 // waitThread waits for the next status of t alone. The leader's exit is
 // reported only once every other thread has been reaped, so while it
 // exits the other threads' exits are collected meanwhile.
@@ -882,6 +891,20 @@ func (p *Process) waitThread(t *thread) (unix.WaitStatus, error) {
 	if t.tid != p.pid || len(p.threads) == 1 {
 		_, ws, err := wait4(t.tid, 0)
 		return ws, err
+	}
+	// A blocking wait4 on the leader could hang for good: if another
+	// thread ends the process meanwhile, the leader's exit is held back
+	// until every other thread is reaped. So poll. A single-step or a
+	// stop normally lands within microseconds, so first poll with only a
+	// sched_yield between tries, and back off to sleeping only if that
+	// fails: sleeping at once made every trap-tracepoint hit in the
+	// leader of a multi-threaded program cost ~0.5 ms instead of ~80 µs.
+	for i := 0; i < leaderSpinPolls; i++ {
+		wpid, ws, err := wait4(t.tid, unix.WNOHANG)
+		if err != nil || wpid == t.tid {
+			return ws, err
+		}
+		schedYield()
 	}
 	delay := 10 * time.Microsecond
 	for {

@@ -6,6 +6,9 @@
 #
 # Environment:
 #   N=20000        calls of hit() in the timed loop (frames expected: N/2)
+#   IDLE_THREADS=0 extra threads the program starts, idling in pause(),
+#                  while its main thread runs the loop (a multi-threaded
+#                  program whose leader hits the tracepoint)
 #   REPS=3         sessions per stub (and untraced runs); the median is used
 #   STUBS="bin/gotpstub /usr/bin/gdbserver"
 #                  the stubs compared (when set, nothing is built); with two
@@ -39,6 +42,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 N=${N:-20000}
+IDLE_THREADS=${IDLE_THREADS:-0}
 read -r -a wrap <<<"${WRAP:-}"
 REPS=${REPS:-3}
 SYSCALL_N1=${SYSCALL_N1:-500}
@@ -52,6 +56,10 @@ case "${1:-}" in
 	exit 2
 	;;
 esac
+if ! [[ $IDLE_THREADS =~ ^[0-9]+$ ]] || [ "$IDLE_THREADS" -gt 64 ]; then
+	echo "bench-trap.sh: IDLE_THREADS must be 0..64 (got $IDLE_THREADS)" >&2
+	exit 2
+fi
 for v in N SYSCALL_N1 SYSCALL_N2; do
 	if ! [[ ${!v} =~ ^[0-9]+$ ]] || [ $((${!v} % 2)) -ne 0 ] || [ "${!v}" -le 0 ]; then
 		echo "bench-trap.sh: $v must be even and positive (got ${!v})" >&2
@@ -93,8 +101,8 @@ if [ -z "${STUBS:-}" ]; then
 	STUBS="bin/gotpstub /usr/bin/gdbserver"
 fi
 prog=$work/hitloop
-echo "+ gcc -O1 -g -no-pie -o $prog bench/hitloop.c"
-gcc -O1 -g -no-pie -o "$prog" bench/hitloop.c
+echo "+ gcc -O1 -g -no-pie -pthread -o $prog bench/hitloop.c"
+gcc -O1 -g -no-pie -pthread -o "$prog" bench/hitloop.c
 
 # median: the middle of the numbers on stdin (the lower middle for an even count).
 median() {
@@ -129,9 +137,9 @@ start_stub() {
 		if port_in_use "$port"; then continue; fi
 		if [ -n "$timefile" ]; then
 			/usr/bin/time -f '%U %S' -o "$timefile" \
-				"${wrap[@]}" "$stub" --once "127.0.0.1:$port" "$prog" "$@" >"$log" 2>&1 &
+				"${wrap[@]}" "$stub" --once "127.0.0.1:$port" "$prog" "$@" "$IDLE_THREADS" >"$log" 2>&1 &
 		else
-			"${wrap[@]}" "$stub" --once "127.0.0.1:$port" "$prog" "$@" >"$log" 2>&1 &
+			"${wrap[@]}" "$stub" --once "127.0.0.1:$port" "$prog" "$@" "$IDLE_THREADS" >"$log" 2>&1 &
 		fi
 		stub_pid=$!
 		for _ in $(seq 200); do
@@ -198,12 +206,12 @@ session() {
 }
 
 echo "+ date -u: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); $(nproc) cores; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "+ WRAP=${WRAP:-} N=$N calls of hit(), condition i % 2 == 0 (N/2 = $((N / 2)) frames), REPS=$REPS"
+echo "+ WRAP=${WRAP:-} IDLE_THREADS=$IDLE_THREADS N=$N calls of hit(), condition i % 2 == 0 (N/2 = $((N / 2)) frames), REPS=$REPS"
 
 # The untraced baseline: the same binary, no debugger.
 : >"$work/base.ns"
 for r in $(seq "$REPS"); do
-	"${wrap[@]}" "$prog" "$N" >"$work/base.out"
+	"${wrap[@]}" "$prog" "$N" "$IDLE_THREADS" >"$work/base.out"
 	loop_ns_of "$work/base.out" >>"$work/base.ns"
 done
 base_ns=$(median <"$work/base.ns")
