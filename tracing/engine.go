@@ -157,7 +157,9 @@ type Engine struct {
 
 	tps  []*Tracepoint
 	tsvs []*tsv
-	buf  *frames.Buffer
+
+	fastTracepoints bool // announce FastTracepoints (SetFastTracepoints)
+	buf             *frames.Buffer
 
 	running    bool
 	stopReason string
@@ -225,7 +227,10 @@ func (e *Engine) SetInstaller(i Installer) {
 
 // Features returns the qSupported features the engine implements.
 func (e *Engine) Features() []string {
-	return []string{
+	e.mu.Lock()
+	fast := e.fastTracepoints
+	e.mu.Unlock()
+	f := []string{
 		"ConditionalTracepoints+",
 		"TraceStateVariables+",
 		"TracepointSource+",
@@ -236,6 +241,10 @@ func (e *Engine) Features() []string {
 		"tracenz+",
 		"qXfer:traceframe-info:read+",
 	}
+	if fast {
+		f = append(f, "FastTracepoints+")
+	}
+	return f
 }
 
 // Running reports whether a trace run is active.

@@ -32,6 +32,10 @@ func errorReply(err error) []byte {
 // is not the engine's (the server then answers it or replies empty).
 func (e *Engine) HandlePacket(payload []byte) (reply []byte, handled bool) {
 	p := string(payload)
+	if isTracePacket(p) {
+		// Hits collected inside the inferior reach the engine now.
+		e.sync()
+	}
 	switch {
 	case p == "QTinit":
 		return e.qtInit(), true
@@ -80,8 +84,8 @@ func (e *Engine) HandlePacket(payload []byte) (reply []byte, handled bool) {
 	case strings.HasPrefix(p, "QTDisconnected:"):
 		return e.qtDisconnected(p[len("QTDisconnected:"):]), true
 	case p == "qTMinFTPILen":
-		// FastTracepoints is not announced, so gdb downloads every
-		// ftrace as a trap tracepoint: any instruction length will do.
+		// Any instruction will do: a location the Installer cannot
+		// jump from falls back to a trap.
 		return []byte("1"), true
 	case strings.HasPrefix(p, "QTSave:"):
 		return e.qtSave(p[len("QTSave:"):]), true
@@ -89,6 +93,13 @@ func (e *Engine) HandlePacket(payload []byte) (reply []byte, handled bool) {
 		return e.qXferTraceframeInfo(p[len("qXfer:traceframe-info:read:"):]), true
 	}
 	return nil, false
+}
+
+// isTracePacket reports whether p is one of the packets HandlePacket
+// answers (their names start with qT, QT or qXfer:traceframe-info).
+func isTracePacket(p string) bool {
+	return strings.HasPrefix(p, "qT") || strings.HasPrefix(p, "QT") ||
+		strings.HasPrefix(p, "qXfer:traceframe-info:")
 }
 
 // qtInit clears the experiment: tracepoints, non-builtin variables,
