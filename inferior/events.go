@@ -183,6 +183,13 @@ func (p *Process) handleStop(t *thread, ws unix.WaitStatus) {
 		p.resumeThread(t)
 	case sig == unix.SIGTRAP:
 		p.handleTrap(t)
+	case (sig == unix.SIGSEGV || sig == unix.SIGBUS) && p.fixFault(t, int(sig)):
+		if t.step {
+			// gdb's single-step ended in the fixed-up fault.
+			p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(unix.SIGTRAP)})
+			return
+		}
+		p.resumeThread(t)
 	default:
 		p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(sig)})
 	}
@@ -255,12 +262,18 @@ func (p *Process) releaseForkChild(t *thread, vfork bool) {
 			}
 		}
 	}
-	if !vfork && len(p.swbps) > 0 {
+	if !vfork && (len(p.swbps) > 0 || len(p.patches) > 0) {
 		if f, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", child), os.O_RDWR, 0); err == nil {
 			for addr, bp := range p.swbps {
 				if bp.inserted {
 					_, _ = f.WriteAt([]byte{bp.orig}, int64(addr))
 				}
+			}
+			// Code patches too (after the breakpoints: under a patch a
+			// breakpoint's saved byte is the patch's): the child has no
+			// use for jumps into pads whose buffers nobody reads.
+			for addr, c := range p.patches {
+				_, _ = f.WriteAt(c.orig, int64(addr))
 			}
 			f.Close()
 		}
@@ -280,6 +293,7 @@ func (p *Process) onExec(t *thread) {
 	p.pending = nil
 	t.sigstopExpected, t.sigQueue, t.hookedAt, t.zombie = false, nil, 0, false
 	p.swbps = map[uint64]*swBreakpoint{}
+	p.patches = map[uint64]*codePatch{}
 	p.debugRegs = debugRegisters{} // the kernel flushes them on exec
 	p.drGen++
 	t.drGen = p.drGen
@@ -316,7 +330,7 @@ func (p *Process) handleTrap(t *thread) {
 // breakpointHit handles t stopped at one of our int3s (pc already rewound).
 func (p *Process) breakpointHit(t *thread, bp *swBreakpoint) {
 	trapEv := StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(unix.SIGTRAP), Reason: "swbreak"}
-	if !bp.internal || p.hook == nil || p.inHook {
+	if !bp.internal || (p.hook == nil && len(p.trapHooks) == 0) || p.inHook {
 		if !bp.user {
 			trapEv.Reason = ""
 		}
@@ -332,7 +346,7 @@ func (p *Process) breakpointHit(t *thread, bp *swBreakpoint) {
 		t.hookDoneAt = 0
 		st := &Stopped{p: p, t: t, addr: bp.addr}
 		p.inHook = true
-		action = p.hook(st)
+		action = p.runTrapHooks(st)
 		p.inHook = false
 	}
 	if p.threads[t.tid] != t || p.exitEvent != nil {
@@ -451,6 +465,7 @@ func (p *Process) resumeAfterHooks() {
 // stopAll stops every thread (SIGSTOP, swallowed on arrival) and waits
 // until each is in a ptrace-stop or gone.
 func (p *Process) stopAll() {
+	p.stopAllCalls++
 	p.stopping = true
 	defer func() { p.stopping = false }()
 	for _, t := range p.threads {
@@ -865,6 +880,10 @@ func (p *Process) stepThread(t *thread, sig int) (bool, error) {
 				}
 			}
 			return true, nil
+		case (s == unix.SIGSEGV || s == unix.SIGBUS) && p.fixFault(t, int(s)):
+			// The faulting instruction was abandoned for the hook's
+			// recovery address: the step is over.
+			return true, nil
 		default:
 			p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(s)})
 			return false, nil
@@ -1026,6 +1045,12 @@ func (p *Process) detach() error {
 			}
 		}
 		delete(p.swbps, addr)
+	}
+	for addr, c := range p.patches {
+		if err := p.writeRaw(addr, c.orig); err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("detach: removing the code patch at %#x: %w", addr, err)
+		}
+		delete(p.patches, addr)
 	}
 	p.debugRegs = debugRegisters{}
 	p.drGen++

@@ -95,31 +95,41 @@ func (p *Process) ReadMemory(addr uint64, buf []byte) (int, error) {
 
 func (p *Process) readMemory(addr uint64, buf []byte) (int, error) {
 	n, err := p.readRaw(addr, buf)
-	for a, bp := range p.swbps {
-		if bp.inserted && a >= addr && a < addr+uint64(n) {
-			buf[a-addr] = bp.orig
-		}
-	}
+	p.showOriginals(addr, buf[:n])
 	return n, err
 }
 
 // WriteMemory writes data at addr (text included). Bytes under inserted
-// breakpoints update the breakpoints' saved bytes; the int3s stay. It
+// breakpoints update the breakpoints' saved bytes; the int3s stay. Bytes
+// under code patches update the patches' saved bytes; the patches stay. It
 // fails rather than leave a partial write unreported.
 func (p *Process) WriteMemory(addr uint64, data []byte) error {
 	return p.do(func() error { return p.writeMemory(addr, data) })
 }
 
 func (p *Process) writeMemory(addr uint64, data []byte) error {
-	if addr+uint64(len(data)) < addr {
+	n := uint64(len(data))
+	if addr+n < addr {
 		return fmt.Errorf("writing %d bytes at %#x: range wraps around", len(data), addr)
 	}
 	var out []byte
+	own := func() {
+		if out == nil {
+			out = append([]byte(nil), data...)
+		}
+	}
+	// What memory must hold: the patches' code over the written bytes,
+	// the int3s over that.
+	for _, c := range p.patches {
+		if c.overlaps(addr, n) {
+			own()
+			lo, hi := max(addr, c.addr), min(addr+n, c.end())
+			copy(out[lo-addr:hi-addr], c.code[lo-c.addr:hi-c.addr])
+		}
+	}
 	for a, bp := range p.swbps {
-		if bp.inserted && a >= addr && a < addr+uint64(len(data)) {
-			if out == nil {
-				out = append([]byte(nil), data...)
-			}
+		if bp.inserted && a >= addr && a-addr < n {
+			own()
 			out[a-addr] = breakpointInsn
 		}
 	}
@@ -130,8 +140,24 @@ func (p *Process) writeMemory(addr uint64, data []byte) error {
 		return err
 	}
 	for a, bp := range p.swbps {
-		if bp.inserted && a >= addr && a < addr+uint64(len(data)) {
+		if bp.inserted && a >= addr && a-addr < n && p.patchAt(a) == nil {
 			bp.orig = data[a-addr]
+		}
+	}
+	for _, c := range p.patches {
+		if c.overlaps(addr, n) {
+			lo, hi := max(addr, c.addr), min(addr+n, c.end())
+			copy(c.orig[lo-c.addr:hi-c.addr], data[lo-addr:hi-addr])
+		}
+	}
+	return nil
+}
+
+// patchAt returns the code patch covering addr, or nil.
+func (p *Process) patchAt(addr uint64) *codePatch {
+	for _, c := range p.patches {
+		if c.overlaps(addr, 1) {
+			return c
 		}
 	}
 	return nil

@@ -54,9 +54,15 @@ type Process struct {
 	sigchld   chan os.Signal
 	memFile   *os.File
 	swbps     map[uint64]*swBreakpoint
+	patches   map[uint64]*codePatch // by start address
 	debugRegs debugRegisters
 	drGen     int // bumped whenever debugRegs change
 	hook      func(*Stopped) TrapAction
+	trapHooks []func(*Stopped) (TrapAction, bool) // AddTrapHook's, tried before hook
+	faultHook FaultHook
+	// stopAllCalls counts stopAll calls, for tests that check a trap
+	// costs no stop of the other threads.
+	stopAllCalls int
 	inHook    bool
 	xstateLen int    // size of the XSAVE area (0: use FXSAVE only)
 	fpBuf     []byte // readFPState's buffer, reused
@@ -102,6 +108,7 @@ func newProcess() *Process {
 		threads: map[int]*thread{},
 		orphans: map[int]bool{},
 		swbps:   map[uint64]*swBreakpoint{},
+		patches: map[uint64]*codePatch{},
 		sigchld: make(chan os.Signal, 1),
 		layout:  hostLayout(),
 	}
@@ -564,7 +571,35 @@ func (p *Process) Close() {
 }
 
 // SetTrapHook sets the function run when a thread hits an internal trap
-// (nil: internal traps are reported like breakpoints).
+// that no hook added with AddTrapHook claimed (nil: such traps are
+// reported like breakpoints).
 func (p *Process) SetTrapHook(h func(s *Stopped) TrapAction) {
 	_ = p.do(func() error { p.hook = h; return nil })
+}
+
+// AddTrapHook adds a hook for internal traps. When a thread hits one, the
+// added hooks are tried in the order they were added, before the one set
+// with SetTrapHook; the first that returns true owns the trap and its
+// TrapAction decides. A hook that does not recognise the trap must return
+// false without touching the thread. Hooks cannot be removed: a hook
+// whose owner is gone declines every trap.
+func (p *Process) AddTrapHook(h func(s *Stopped) (TrapAction, bool)) {
+	if h == nil {
+		return
+	}
+	_ = p.do(func() error { p.trapHooks = append(p.trapHooks, h); return nil })
+}
+
+// runTrapHooks asks the added hooks, then SetTrapHook's, what to do with
+// an internal trap; nobody claiming it means reporting it.
+func (p *Process) runTrapHooks(s *Stopped) TrapAction {
+	for _, h := range p.trapHooks {
+		if action, ok := h(s); ok {
+			return action
+		}
+	}
+	if p.hook != nil {
+		return p.hook(s)
+	}
+	return TrapReport
 }

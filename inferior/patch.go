@@ -1,0 +1,211 @@
+package inferior
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// codePatch is code the stub wrote over the program's own (a fast
+// tracepoint's jump to its jump pad). Memory is layered: the program's
+// original bytes, the patch's code over them, and software breakpoints'
+// int3s over that. A breakpoint inside a patch saves the patch's byte (so
+// stepping over the breakpoint executes the patch); the patch saves the
+// original bytes, which are what gdb sees and writes.
+type codePatch struct {
+	addr uint64
+	code []byte // what the patch wrote
+	orig []byte // the program's bytes under it (gdb's view)
+}
+
+func (c *codePatch) end() uint64 { return c.addr + uint64(len(c.code)) }
+
+// overlaps reports whether [addr, addr+n) and the patch share a byte.
+func (c *codePatch) overlaps(addr, n uint64) bool {
+	return addr < c.end() && c.addr < addr+n
+}
+
+// ErrPatchOverlap: a code patch would overlap another.
+var ErrPatchOverlap = errors.New("inferior: code patches overlap")
+
+// InsertPatch writes code at addr, saving the bytes it replaces, and keeps
+// the patch invisible to gdb: ReadMemory shows the saved bytes, and
+// WriteMemory into the range updates them while the patch stays in
+// memory. A software breakpoint already inside the range keeps its int3
+// in memory and saves the patch's byte instead of the original one.
+// Patches must not overlap (ErrPatchOverlap).
+//
+// The bytes after the first are written before the first one, so that a
+// thread running through addr meanwhile would meet either the old first
+// instruction byte or the complete patch, never a jump with half its
+// displacement. In all-stop every thread is stopped while gdb installs
+// tracepoints anyway; the order is a second line of defence.
+func (p *Process) InsertPatch(addr uint64, code []byte) error {
+	return p.do(func() error { return p.insertPatch(addr, code) })
+}
+
+func (p *Process) insertPatch(addr uint64, code []byte) error {
+	if p.exitEvent != nil {
+		return ErrExited
+	}
+	n := uint64(len(code))
+	if n == 0 {
+		return fmt.Errorf("patch at %#x: no code", addr)
+	}
+	if addr+n < addr {
+		return fmt.Errorf("patch of %d bytes at %#x: range wraps around", n, addr)
+	}
+	for _, c := range p.patches {
+		if c.overlaps(addr, n) {
+			return fmt.Errorf("patch of %d bytes at %#x over the one at %#x (%d bytes): %w",
+				n, addr, c.addr, len(c.code), ErrPatchOverlap)
+		}
+	}
+	raw := make([]byte, n)
+	if got, err := p.readRaw(addr, raw); err != nil || uint64(got) != n {
+		if err == nil {
+			err = errors.New("short read")
+		}
+		return fmt.Errorf("patch at %#x: saving the original bytes: %w", addr, err)
+	}
+	c := &codePatch{addr: addr, code: append([]byte(nil), code...), orig: raw}
+	out := append([]byte(nil), code...)
+	bps := p.breakpointsIn(addr, n)
+	for _, bp := range bps {
+		i := bp.addr - addr
+		// The memory holds the int3 (or, mid step-over, the saved
+		// byte): the original byte is the breakpoint's saved one.
+		c.orig[i] = bp.orig
+		if bp.inserted {
+			out[i] = breakpointInsn
+		}
+	}
+	if n > 1 {
+		if err := p.writeRaw(addr+1, out[1:]); err != nil {
+			return fmt.Errorf("patch at %#x: %w", addr, err)
+		}
+	}
+	if err := p.writeRaw(addr, out[:1]); err != nil {
+		// Put the tail back: nothing of the patch may stay.
+		_ = p.writeRaw(addr+1, raw[1:])
+		return fmt.Errorf("patch at %#x: %w", addr, err)
+	}
+	for _, bp := range bps {
+		bp.orig = code[bp.addr-addr]
+	}
+	p.patches[addr] = c
+	return nil
+}
+
+// RemovePatch puts back the bytes InsertPatch saved at addr (the address
+// the patch was inserted at). Software breakpoints inside the range keep
+// their int3s and save the original bytes again. All threads should be
+// stopped: the bytes are written in one go.
+func (p *Process) RemovePatch(addr uint64) error {
+	return p.do(func() error { return p.removePatch(addr) })
+}
+
+func (p *Process) removePatch(addr uint64) error {
+	c := p.patches[addr]
+	if c == nil {
+		return fmt.Errorf("no code patch at %#x", addr)
+	}
+	if p.exitEvent != nil {
+		delete(p.patches, addr)
+		return ErrExited
+	}
+	n := uint64(len(c.code))
+	out := append([]byte(nil), c.orig...)
+	bps := p.breakpointsIn(addr, n)
+	for _, bp := range bps {
+		if bp.inserted {
+			out[bp.addr-addr] = breakpointInsn
+		}
+	}
+	if err := p.writeRaw(addr, out); err != nil {
+		return fmt.Errorf("removing the patch at %#x: %w", addr, err)
+	}
+	for _, bp := range bps {
+		bp.orig = c.orig[bp.addr-addr]
+	}
+	delete(p.patches, addr)
+	return nil
+}
+
+// breakpointsIn returns the software breakpoints in [addr, addr+n),
+// inserted or not, by address.
+func (p *Process) breakpointsIn(addr, n uint64) []*swBreakpoint {
+	var out []*swBreakpoint
+	for a, bp := range p.swbps {
+		if a >= addr && a-addr < n {
+			out = append(out, bp)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].addr < out[j].addr })
+	return out
+}
+
+// showOriginals replaces, in buf (memory read at addr), the bytes under
+// inserted breakpoints and code patches with the program's own.
+func (p *Process) showOriginals(addr uint64, buf []byte) {
+	n := uint64(len(buf))
+	for a, bp := range p.swbps {
+		if bp.inserted && a >= addr && a-addr < n {
+			buf[a-addr] = bp.orig
+		}
+	}
+	// Patches last: under a patch the breakpoint's saved byte is the
+	// patch's, the program's is the patch's saved one.
+	for _, c := range p.patches {
+		if !c.overlaps(addr, n) {
+			continue
+		}
+		lo, hi := max(addr, c.addr), min(addr+n, c.end())
+		copy(buf[lo-addr:hi-addr], c.orig[lo-c.addr:hi-c.addr])
+	}
+}
+
+// RelocatePCs offers every live thread's pc to f, which returns the pc the
+// thread is to continue from and true, or false to leave the thread
+// alone. Every thread must be stopped (ErrRunning otherwise, and nothing
+// is changed). Fast tracepoints use it when a patch covers an address
+// where a thread sits, and to move threads out of jump pads before pads
+// are freed. A moved thread executes whatever is at its new pc when
+// resumed: a breakpoint there is hit, not silently stepped over, since the
+// thread never reached it.
+func (p *Process) RelocatePCs(f func(tid int, pc uint64) (uint64, bool)) error {
+	return p.do(func() error { return p.relocatePCs(f) })
+}
+
+func (p *Process) relocatePCs(f func(tid int, pc uint64) (uint64, bool)) error {
+	if p.exitEvent != nil {
+		return ErrExited
+	}
+	tids := make([]int, 0, len(p.threads))
+	for tid, t := range p.threads {
+		if t.zombie {
+			continue
+		}
+		if !t.stopped {
+			return fmt.Errorf("relocating pcs: thread %d: %w", tid, ErrRunning)
+		}
+		tids = append(tids, tid)
+	}
+	sort.Ints(tids)
+	for _, tid := range tids {
+		t := p.threads[tid]
+		pc, err := getPC(tid)
+		if err != nil {
+			return fmt.Errorf("relocating pcs: thread %d: %w", tid, err)
+		}
+		newPC, ok := f(tid, pc)
+		if !ok || newPC == pc {
+			continue
+		}
+		if err := setPC(tid, newPC); err != nil {
+			return fmt.Errorf("relocating pcs: thread %d to %#x: %w", tid, newPC, err)
+		}
+		t.stopPC, t.hookedAt, t.hookDoneAt = 0, 0, 0
+	}
+	return nil
+}
