@@ -388,3 +388,63 @@ func (a *asm) here8(field int) { a.patch8(field, a.pos()) }
 
 // callReg emits CALL r64 (indirect).
 func (a *asm) callReg(r gpr) { a.opReg(false, []byte{0xff}, 2, r, false) }
+
+// The forms below are used by the jump pad (pad.go); pad_test.go checks them.
+
+// pushfq emits PUSHFQ.
+func (a *asm) pushfq() { a.byte1(0x9c) }
+
+// popfq emits POPFQ.
+func (a *asm) popfq() { a.byte1(0x9d) }
+
+// cld emits CLD.
+func (a *asm) cld() { a.byte1(0xfc) }
+
+// int3 emits INT3.
+func (a *asm) int3() { a.byte1(0xcc) }
+
+// repMovsq emits REP MOVSQ (copies rcx qwords from [rsi] to [rdi]).
+func (a *asm) repMovsq() { a.byte1(0xf3, 0x48, 0xa5) }
+
+// lockXadd emits LOCK XADD qword [m], src.
+func (a *asm) lockXadd(m mem, src gpr) {
+	a.byte1(0xf0)
+	a.opMem(true, []byte{0x0f, 0xc1}, src, m, false)
+}
+
+// lockCmpxchg emits LOCK CMPXCHG qword [m], src (compares with rax).
+func (a *asm) lockCmpxchg(m mem, src gpr) {
+	a.byte1(0xf0)
+	a.opMem(true, []byte{0x0f, 0xb1}, src, m, false)
+}
+
+// lockAluMI emits LOCK "op qword [m], simm32".
+func (a *asm) lockAluMI(op aluOp, m mem, v int32) {
+	a.byte1(0xf0)
+	a.aluMI(op, m, v)
+}
+
+// store32Imm emits MOV dword [m], imm32.
+func (a *asm) store32Imm(m mem, v uint32) {
+	a.opMem(false, []byte{0xc7}, 0, m, false)
+	a.imm32(v)
+}
+
+// divMem emits DIV qword [m] (unsigned rdx:rax / [m]).
+func (a *asm) divMem(m mem) { a.opMem(true, []byte{0xf7}, 6, m, false) }
+
+// sreg is a segment register number as encoded in ModRM.reg.
+type sreg uint8
+
+// Segment registers in hardware encoding order.
+const (
+	sES sreg = iota
+	sCS
+	sSS
+	sDS
+	sFS
+	sGS
+)
+
+// movFromSreg emits MOV r64, Sreg (REX.W: the selector is zero-extended).
+func (a *asm) movFromSreg(dst gpr, s sreg) { a.opReg(true, []byte{0x8c}, gpr(s), dst, false) }
