@@ -16,6 +16,8 @@
 # as --baseline: the exit status is 0 iff no PASS listed there is missing
 # now (lost passes: OUT/lost-passes.txt). Without that file yet nothing can
 # be lost; the run is reported and the status is 0 (with a warning).
+# The .exp files that lost a PASS are run once more by themselves: a PASS
+# lost only in the first run is reported as flaky and does not fail.
 # gdbserver's own results for comparison: gdbsuite/gdbserver-NAME.sum.
 #
 # Results go to $GDBSUITE_OUT (default /tmp/gotpstub-gdbsuite-NAME).
@@ -73,6 +75,24 @@ if [ -n "$update" ]; then
 	echo "gdbsuite.sh: wrote $expected"
 fi
 if [ "$status" -eq 2 ]; then exit 2; fi
+if [ -f "$expected" ] && [ -z "$update" ] && [ "$status" -ne 0 ] && [ -s "$out/lost-passes.txt" ]; then
+	# A lost PASS may be a timing flake of the expect scripts (a busy
+	# machine): run the files that lost PASSes once more, alone. Only a
+	# PASS lost in both runs fails the check; the flakes are printed.
+	mapfile -t again < <(sed -n 's/^PASS: \([^:]*\.exp\): .*/\1/p' "$out/lost-passes.txt" | sort -u)
+	if [ ${#again[@]} -gt 0 ]; then
+		echo "gdbsuite.sh: $(wc -l <"$out/lost-passes.txt") expected PASSes lost; running ${again[*]} again" >&2
+		rerun=0
+		"$harness" --stub "$stub" --out "$out/rerun" --baseline "$(realpath "$expected")" "$@" "${again[@]}" || rerun=$?
+		if [ "$rerun" -eq 0 ]; then
+			echo "gdbsuite.sh: every lost PASS passed on the second run (flaky under load):" >&2
+			cat "$out/lost-passes.txt" >&2
+			status=0
+		else
+			cp "$out/rerun/lost-passes.txt" "$out/lost-passes.txt"
+		fi
+	fi
+fi
 if [ -f "$expected" ] && [ -z "$update" ]; then
 	if [ "$status" -ne 0 ]; then
 		echo "gdbsuite.sh: PASSes of $expected lost (see $out/lost-passes.txt):" >&2
