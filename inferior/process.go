@@ -63,9 +63,9 @@ type Process struct {
 	// stopAllCalls counts stopAll calls, for tests that check a trap
 	// costs no stop of the other threads.
 	stopAllCalls int
-	inHook    bool
-	xstateLen int    // size of the XSAVE area (0: use FXSAVE only)
-	fpBuf     []byte // readFPState's buffer, reused
+	inHook       bool
+	xstateLen    int    // size of the XSAVE area (0: use FXSAVE only)
+	fpBuf        []byte // readFPState's buffer, reused
 }
 
 // traceOptions are the ptrace options of every tracee. Forks are traced

@@ -25,6 +25,17 @@ __attribute__((noinline)) void raw_exit_group(int code) {
 	__asm__ volatile("mov $231, %%eax\n.globl exit_syscall\nexit_syscall: syscall" : : "D"(code) : "rax");
 }
 
+/* fault_load returns *p; its load is at fault_insn. fault_recover is where
+   the fault hook test sends a thread whose load faulted: it returns -1. */
+long fault_load(const long *p);
+__asm__(".text\n"
+        ".globl fault_load\n.type fault_load, @function\nfault_load:\n"
+        ".globl fault_insn\nfault_insn: movq (%rdi), %rax\n"
+        "ret\n"
+        ".globl fault_recover\nfault_recover: movq $-1, %rax\n"
+        "ret\n"
+        ".size fault_load, .-fault_load\n");
+
 static void on_usr1(int sig) { (void)sig; __atomic_fetch_add(&got_usr1, 1, __ATOMIC_SEQ_CST); }
 
 static void *self_signaller(void *arg) {
@@ -201,6 +212,13 @@ int main(int argc, char **argv) {
 		waitpid(child, &status, 0);
 		hit(2);
 		return WIFEXITED(status) && WEXITSTATUS(status) == 3 ? 11 : 12;
+	}
+	if (strcmp(mode, "fault") == 0) {
+		/* Reads through a function pointer from an unmapped address. */
+		long (*volatile load)(const long *) = fault_load;
+		long v = load((const long *)16);
+		printf("fault_load: %ld\n", v);
+		return v == -1 ? 21 : 22;
 	}
 	if (strcmp(mode, "threadexec") == 0) {
 		pthread_t t;
