@@ -53,14 +53,33 @@
 // the instruction in place, which stops every thread meanwhile so that no
 // other thread runs through the trap while its int3 is out of memory.
 //
+// Several hooks can share internal traps: AddTrapHook's are tried in
+// order, each claiming a trap or passing it on, before SetTrapHook's.
+//
+// # Code patches
+//
+// InsertPatch writes code over the program's (a fast tracepoint's jump to
+// its pad) and shadows it like a breakpoint: ReadMemory shows the
+// original bytes, WriteMemory updates them and leaves the patch in place.
+// Breakpoints layer on top: an int3 inside a patch saves the patch's byte,
+// so stepping over it executes the patch; removing a patch under an int3
+// gives the int3 the original byte to save. RelocatePCs moves stopped
+// threads (out of a patched range, out of a pad).
+//
+// # Fault fixups
+//
+// SetFaultHook sees every SIGSEGV and SIGBUS a fault raises before
+// anything else: code the stub placed in the process can have a bad load
+// turned into a jump to its error path, silently, instead of a crash.
+//
 // # Forks and exec
 //
 // Forked children are not debugged (gdb's follow-fork-mode parent): the
-// child is traced just long enough to take our int3s out of its memory,
-// then detached. A vfork child shares its parent's memory and is detached
-// as it is. An exec is reported as a SIGTRAP stop with Exec set;
-// breakpoints, internal traps and debug registers are forgotten, since the
-// new program image has none of them.
+// child is traced just long enough to take our int3s and code patches
+// out of its memory, then detached. A vfork child shares its parent's
+// memory and is detached as it is. An exec is reported as a SIGTRAP stop
+// with Exec set; breakpoints, internal traps, code patches and debug
+// registers are forgotten, since the new program image has none of them.
 //
 // # Architecture
 //

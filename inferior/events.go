@@ -1024,7 +1024,8 @@ func (p *Process) reapKilled() {
 	}
 }
 
-// Detach removes every breakpoint and trap from memory, clears the debug
+// Detach removes every breakpoint, trap and code patch from memory (the
+// memory a patch jumps to is not the package's: it stays), clears the debug
 // registers and detaches every thread, passing on signals that were
 // queued for gdb (other than SIGSTOP and SIGTRAP). The process keeps
 // running.
