@@ -22,7 +22,13 @@ const traceIterations = 10
 // tstop, tstatus, then after (queries). It returns gdb's output and the stub.
 func traceSession(t *testing.T, prog string, progArgs []string, setup, done, after string) (string, *stubProcess) {
 	t.Helper()
-	stub := startStub(t, []string{"--once"}, append([]string{prog}, progArgs...)...)
+	return traceSessionFlags(t, []string{"--once"}, prog, progArgs, setup, done, after)
+}
+
+// traceSessionFlags is traceSession with the stub's flags given.
+func traceSessionFlags(t *testing.T, flags []string, prog string, progArgs []string, setup, done, after string) (string, *stubProcess) {
+	t.Helper()
+	stub := startStub(t, flags, append([]string{prog}, progArgs...)...)
 	script := strings.Join([]string{
 		"target remote " + stub.target(),
 		"break main",
