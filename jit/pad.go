@@ -90,7 +90,7 @@ const (
 	padSaveBytes  = 15 * 8 // every GPR but rsp
 	padBlockBytes = PadRegs * 8
 	padFlagsOff   = padBlockBytes + padSaveBytes           // saved flags, from rbp
-	padThreadRSP  = padBlockBytes + padSaveBytes + 8 + 128 // the thread's rsp, from rbp
+	padThreadRSP  = padBlockBytes + padSaveBytes + 8 + padRedZone // the thread's rsp, from rbp
 )
 
 // padPushOrder is the order in which the pad pushes the GPRs (and pops
