@@ -89,7 +89,7 @@ const (
 	padRedZone    = 128
 	padSaveBytes  = 15 * 8 // every GPR but rsp
 	padBlockBytes = PadRegs * 8
-	padFlagsOff   = padBlockBytes + padSaveBytes           // saved flags, from rbp
+	padFlagsOff   = padBlockBytes + padSaveBytes                  // saved flags, from rbp
 	padThreadRSP  = padBlockBytes + padSaveBytes + 8 + padRedZone // the thread's rsp, from rbp
 )
 
