@@ -105,6 +105,80 @@
 // syscall or hook call. The encoder is hand-written (x86enc.go) and every
 // instruction form is checked against golang.org/x/arch/x86/x86asm.
 //
+// # Jump pads (amd64)
+//
+// BuildJumpPadAMD64(PadSpec) generates the per-tracepoint jump pad a fast
+// tracepoint's jmp rel32 leads to. It depends on its position only through
+// PadSpec.Addr (the rel32 to TailAddr) and embeds the control block's
+// absolute address. Shared state is the control block (one per process,
+// Ctl* offsets, 8-byte fields):
+//
+//	+0  active     nonzero: collect; 0: the pad goes straight to Skip
+//	+8  ringbase   address of the ring data
+//	+16 ringsize   bytes, a multiple of 16
+//	+24 head       reservation cursor (bytes, monotonic; pads: lock cmpxchg)
+//	+32 tail       consumer cursor (bytes, monotonic; written by the stub only)
+//	+40 tsvs       int64 array indexed by trace state variable number
+//	+48 ntsvs      its length
+//	+56 pid        the inferior's pid (ctx pid of the expression code)
+//	+64 tracepoint table: entry i at 64 + 32*i: +0 hits (lock xadd when the
+//	    condition holds), +8 passcount (0: none), +16 errors, +24 reserved
+//
+// What the pad does: lea rsp,[rsp-128] (below the red zone, flags
+// untouched), pushfq, push the 15 other GPRs, build the PadRegs register
+// block on the stack (rsp = the thread's rsp at the tracepoint, rip =
+// TPAddr, eflags as at the tracepoint, segment selectors), cld, align rsp
+// to 16 and put a fresh zeroed ctx below it for every expression call
+// (tsvs, ntsvs, pid from the control block; collection: frame = the
+// record's block area, framecap = CollectCap, frameused carried from one
+// Collect to the next). The Cond and Collect code is copied after the pad
+// body and reached with call rel32. x87/SSE/AVX state is never touched
+// (the expression code does not touch it either). Then:
+//
+//   - active == 0, or the condition returns 0: Skip.
+//   - the condition fails: reserve a header-only record (size 16, flags
+//     RecError, used = the Err* code), errors++, Skip.
+//   - otherwise hits++ (lock xadd), reserve PadRecordSize(CollectCap)
+//     bytes, write the header (tp index, used 0, flags 0) and the register
+//     block, run the Collect code in order. A failure turns the record into
+//     a RecError one of the same size (used = the Err* code), errors++;
+//     otherwise used = the final frameused. The size field is written last
+//     with a plain store: that is the commit (x86 stores are not reordered
+//     with each other).
+//   - if passcount != 0 and the new hit count equals it, the pad executes
+//     the int3 at PassTrap; the stub stops tracing and resumes the thread at
+//     PassTrap+1, which is Skip.
+//   - Skip: restore the GPRs and flags exactly, lea rsp,[rsp+128], jmp
+//     TailAddr (the relocated copy of the overwritten instructions).
+//
+// Ring records start at ringbase + cursor%ringsize, 16-byte aligned, and
+// never wrap around the end. Header (u32 fields): +0 size (whole record,
+// written last; 0 = not committed), +4 tracepoint index, +8 used (bytes of
+// blocks; RecError: the Err* code), +12 flags (RecSkip, RecError). A normal
+// record continues with the PadRegs*8-byte register block and used bytes of
+// 'M'/'V' blocks. Reservation: h = head, t = tail, off = h % ringsize;
+// need = R, or (ringsize-off)+R when the record does not fit before the
+// end; if h+need-t > ringsize the ring is full and the pad executes the
+// int3 at FullTrap (the stub drains the ring and sets rip to Retry, or to
+// Skip when tracing stopped); else lock cmpxchg head h -> h+need, retrying
+// on failure. A skip writes a committed RecSkip filler (size ringsize-off)
+// at off and puts the record at the ring start.
+//
+// The consumer (package fasttp) reads committed records from tail in
+// order and stops at the first uncommitted one. Before publishing a new
+// tail it must zero every consumed byte (not only the headers: record
+// sizes differ between tracepoints, so a later record can start where an
+// old one had payload), so that nothing stale ever looks committed; the
+// ring must start zeroed.
+//
+// Stack use in the thread: 128 (red zone) + 8 + 120 + PadRegs*8 + up to
+// 15 (alignment) + CtxSize + 8 + the expressions' Code.StackBytes. A signal
+// delivered in the pad lands below that. The int3 paths (FullTrap,
+// PassTrap) cannot be exercised in-process (SIGTRAP would kill the test);
+// the tests check that those addresses hold int3 and that PassTrap+1 is
+// Skip, and exercise everything else with a patched site in the test
+// process, from four threads at once.
+//
 // # arm64
 //
 // ForArch("arm64") compiles for AArch64 with the same ctx, error codes,
