@@ -56,6 +56,9 @@ func (arm64Backend) Compile(e *agentexpr.Expr, opts Options) (*Code, error) {
 	if fallback != "" {
 		return &Code{Arch: "arm64", Fallback: fallback}, nil
 	}
+	if opts.ZeroUnreadable {
+		return &Code{Arch: "arm64", Fallback: "ZeroUnreadable not implemented on arm64"}, nil
+	}
 	g := &a64gen{e: e, f: f, opts: opts, labels: make([]int, len(e.Insns)),
 		errFix: map[int][]int{}, callFix: map[string][]int{}}
 	g.slots = uint32(f.maxDepth+1) &^ 1 // even: keeps scratch 16-aligned

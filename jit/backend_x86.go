@@ -525,11 +525,35 @@ func (g *x86gen) helper(name string) {
 		a.lea(rDX, at(rBP, slotValue))
 		a.movImm(rCX, uint64(size))
 		g.callHelper("readmem")
+		if g.opts.ZeroUnreadable {
+			// Keep the readable prefix (rax bytes), zero the rest.
+			a.movRR(rCX, rAX)
+			a.loadZX(rAX, at(rBP, slotValue), size)
+			a.aluRI(aluCmp, rCX, int32(size))
+			whole := a.jcc8(condGE)
+			a.testRR(rCX, rCX)
+			none := a.jcc8(condLE)
+			a.shiftImm(shiftShl, rCX, 3)
+			a.movImm(rDX, 1)
+			a.shiftCL(shiftShl, rDX)
+			a.aluRI(aluSub, rDX, 1)
+			a.aluRR(aluAnd, rAX, rDX)
+			a.ret()
+			a.here8(none)
+			a.aluRR32(aluXor, rAX, rAX)
+			a.here8(whole)
+			a.ret()
+			return
+		}
 		a.aluRI(aluCmp, rAX, int32(size))
 		g.jccErr(condNE, ErrMemory)
 		a.loadZX(rAX, at(rBP, slotValue), size)
 		a.ret()
 	case "collect":
+		if g.opts.ZeroUnreadable {
+			g.collectReadable()
+			return
+		}
 		// In: rbx = address, r15 = length. Appends 'M' blocks of at most
 		// 65535 bytes each.
 		loop := a.pos()
@@ -588,7 +612,16 @@ func (g *x86gen) helper(name string) {
 		a.movImm(rCX, 1)
 		g.callHelper("readmem")
 		a.aluRI(aluCmp, rAX, 1)
-		g.jccErr(condNE, ErrMemory)
+		unreadable := -1
+		if g.opts.ZeroUnreadable {
+			// An unreadable byte ends the string, unrecorded.
+			ok := a.jcc8(condE)
+			a.load64(rCX, at(rBP, slotSave2))
+			unreadable = a.jmp32()
+			a.here8(ok)
+		} else {
+			g.jccErr(condNE, ErrMemory)
+		}
 		a.load64(rCX, at(rBP, slotSave2))
 		a.aluRI(aluAdd, rCX, 1)
 		a.store64(at(rBP, slotSave2), rCX)
@@ -600,6 +633,12 @@ func (g *x86gen) helper(name string) {
 		a.patch32(gotNul, a.pos())
 		// rcx = block length; zero flag from test/cmp is lost, recompute
 		// "NUL seen" later from the last byte.
+		nothing := -1
+		if unreadable >= 0 {
+			a.patch32(unreadable, a.pos())
+			a.testRR(rCX, rCX)
+			nothing = a.jcc32(condE)
+		}
 		a.load64(rDX, at(regCtx, CtxFrameUsed))
 		a.lea(rSI, mem{base: rDX, index: int(rCX), scale: 1, disp: 11})
 		a.aluRM(aluCmp, rSI, at(regCtx, CtxFrameCap))
@@ -620,6 +659,9 @@ func (g *x86gen) helper(name string) {
 		a.testRR(rAX, rAX)
 		a.patch32(a.jcc32(condNE), loop)
 		a.patch32(done, a.pos())
+		if nothing >= 0 {
+			a.patch32(nothing, a.pos())
+		}
 		a.ret()
 	case "readmem":
 		// In: rdx = destination, rax = source, rcx = length.
@@ -686,4 +728,64 @@ func (g *x86gen) probe() {
 	a.patch32(ok, a.pos())
 	a.aluRR32(aluXor, rAX, rAX) // ZF set
 	a.here8(end)
+}
+
+// collectReadable emits the "collect" helper under Options.ZeroUnreadable.
+// In: rbx = address, r15 = length. Appends 'M' blocks of at most 65535
+// bytes holding the readable prefix of the range and stops at the first
+// unreadable byte; a readable block that does not fit fails with
+// ErrFrameFull.
+func (g *x86gen) collectReadable() {
+	a := &g.a
+	loop := a.pos()
+	a.testRR(regLen, regLen)
+	done := []int{a.jcc32(condE)}
+	a.movImm(rCX, 65535)
+	a.aluRR(aluCmp, regLen, rCX)
+	a.cmovcc(condB, rCX, regLen) // rcx = min(len, 65535)
+	a.store64(at(rBP, slotSave1), rCX)
+	a.load64(rDX, at(regCtx, CtxFrameUsed))
+	a.lea(rSI, mem{base: rDX, index: int(rCX), scale: 1, disp: 11})
+	a.aluRM(aluCmp, rSI, at(regCtx, CtxFrameCap))
+	notFit := a.jcc32(condA)
+	// Read the chunk (length at slotSave1) straight into the frame.
+	read := a.pos()
+	a.load64(rCX, at(rBP, slotSave1))
+	a.load64(rDX, at(regCtx, CtxFrameUsed))
+	a.aluRM(aluAdd, rDX, at(regCtx, CtxFrameBuf))
+	a.lea(rDX, at(rDX, 11))
+	a.movRR(rAX, regAddr)
+	g.callHelper("readmem")
+	a.testRR(rAX, rAX)
+	done = append(done, a.jcc32(condLE)) // nothing readable: stop
+	a.load64(rDX, at(regCtx, CtxFrameUsed))
+	a.aluRM(aluAdd, rDX, at(regCtx, CtxFrameBuf))
+	a.store8Imm(at(rDX, 0), BlockMemory)
+	a.store64(at(rDX, 1), regAddr)
+	a.store16(at(rDX, 9), rAX)
+	a.load64(rCX, at(regCtx, CtxFrameUsed))
+	a.lea(rCX, mem{base: rCX, index: int(rAX), scale: 1, disp: 11})
+	a.store64(at(regCtx, CtxFrameUsed), rCX)
+	a.aluRR(aluAdd, regAddr, rAX)
+	a.aluRR(aluSub, regLen, rAX)
+	a.aluRM(aluCmp, rAX, at(rBP, slotSave1))
+	done = append(done, a.jcc32(condB)) // short read: stop
+	a.patch32(a.jmp32(), loop)
+	// The chunk does not fit: record its readable prefix if that fits.
+	a.patch32(notFit, a.pos())
+	g.probe()
+	a.load64(rCX, at(rBP, slotSave2))
+	a.testRR(rCX, rCX)
+	done = append(done, a.jcc32(condE))
+	a.load64(rDX, at(regCtx, CtxFrameUsed))
+	a.lea(rSI, mem{base: rDX, index: int(rCX), scale: 1, disp: 11})
+	a.aluRM(aluCmp, rSI, at(regCtx, CtxFrameCap))
+	g.jccErr(condA, ErrFrameFull)
+	a.store64(at(rBP, slotSave1), rCX)
+	a.movRR(regLen, rCX) // the prefix is the last block
+	a.patch32(a.jmp32(), read)
+	for _, f := range done {
+		a.patch32(f, a.pos())
+	}
+	a.ret()
 }

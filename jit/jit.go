@@ -69,6 +69,15 @@ type Options struct {
 	DirectLoads bool
 	// NoFuse disables fusing equal/less_* with a following if_goto.
 	NoFuse bool
+	// ZeroUnreadable gives memory the code cannot read the trace engine's
+	// semantics instead of failing: ref* reads unreadable bytes as 0 (a
+	// partially readable value keeps its readable low-address bytes),
+	// trace/trace_quick/trace16 record only the readable prefix (nothing
+	// if none) and stop there, and tracenz treats the first unreadable
+	// byte as its terminator (recording the readable bytes before it).
+	// ErrMemory and ErrCollect for unreadable memory then never occur.
+	// amd64 only: the arm64 backend falls back.
+	ZeroUnreadable bool
 }
 
 // Reloc describes a place in Text that must be fixed up when the code is
