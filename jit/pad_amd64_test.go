@@ -596,3 +596,81 @@ func BenchmarkPadHit(b *testing.B) {
 		}
 	})
 }
+
+// TestPadRingFull exercises the ring-full path without a SIGTRAP: the
+// int3 at FullTrap is replaced by a jmp to what the stub would do. "skip"
+// jumps to Skip (tracing stopped): the thread continues with its state
+// intact and no record. "retry" jumps to code that drains the ring (tail =
+// head) and continues at Retry: the record is then written.
+func TestPadRingFull(t *testing.T) {
+	recSize := PadRecordSize(0)
+	for _, mode := range []string{"skip", "retry"} {
+		t.Run(mode, func(t *testing.T) {
+			rig := newPadRig(t, int(2*recSize))
+			_, stack := padStack(t)
+			in := [18]uint64{0: 11, 1: 22, 2: 33, 15: 44, 16: 0x2 | flagCF | flagOF}
+			var expect, out [18]uint64
+			rig.unpatch()
+			callSite(rig.site, &in, &expect, stack)
+			rig.install(t, PadSpec{TPIndex: 0})
+			*rig.field(CtlHead) = 2 * recSize // full: nothing consumed
+			base := uintptr(unsafe.Pointer(&rig.code[0]))
+			jmpTo := func(from, to uintptr) {
+				rig.code[from-base] = 0xe9
+				binary.LittleEndian.PutUint32(rig.code[from-base+1:], uint32(int32(int64(to)-int64(from+5))))
+			}
+			if mode == "skip" {
+				jmpTo(uintptr(rig.pad.FullTrap), uintptr(rig.pad.Skip))
+			} else {
+				// mov rax, [rbx+CtlHead]; mov [rbx+CtlTail], rax; jmp Retry
+				drain := base + 128
+				copy(rig.code[128:], []byte{0x48, 0x8b, 0x43, CtlHead, 0x48, 0x89, 0x43, CtlTail})
+				jmpTo(drain+8, uintptr(rig.pad.Retry))
+				jmpTo(uintptr(rig.pad.FullTrap), drain)
+			}
+			callSite(rig.site, &in, &out, stack)
+			if out != expect {
+				t.Errorf("registers after the hit %v, want %v", out, expect)
+			}
+			if h := *rig.tpField(0, TPHits); h != 1 {
+				t.Errorf("hits %d", h)
+			}
+			head := *rig.field(CtlHead)
+			switch mode {
+			case "skip":
+				if head != 2*recSize || binary.LittleEndian.Uint32(rig.ring) != 0 {
+					t.Errorf("full ring: head %d, first size %d", head, binary.LittleEndian.Uint32(rig.ring))
+				}
+			case "retry":
+				recs := readRing(t, rig.ring, 2*recSize, head)
+				if len(recs) != 1 || recs[0].off != 0 || recs[0].regs[15] != 44 || recs[0].regs[16] != uint64(rig.site) {
+					t.Errorf("after the retry: head %d, records %+v", head, recs)
+				}
+			}
+		})
+	}
+}
+
+// TestPadPassCount runs a pad whose tracepoint has a pass count of 2 with
+// the int3 at PassTrap replaced by a nop (the stub resumes at PassTrap+1):
+// every hit, including the one that reaches the pass count, restores the
+// thread and records normally.
+func TestPadPassCount(t *testing.T) {
+	rig := newPadRig(t, 1<<12)
+	_, stack := padStack(t)
+	rig.install(t, PadSpec{TPIndex: 1})
+	*rig.tpField(1, TPPassCount) = 2
+	base := uintptr(unsafe.Pointer(&rig.code[0]))
+	rig.code[uintptr(rig.pad.PassTrap)-base] = 0x90
+	for i := range 3 {
+		in := [18]uint64{3: uint64(i), 16: 0x2 | flagSF}
+		var out [18]uint64
+		callSite(rig.site, &in, &out, stack)
+		if out[3] != uint64(i) || out[16]&flagSF == 0 || out[2] != siteImm {
+			t.Errorf("hit %d: rdx %#x flags %#x rcx %#x", i, out[3], out[16], out[2])
+		}
+	}
+	if recs := readRing(t, rig.ring, 0, *rig.field(CtlHead)); len(recs) != 3 || *rig.tpField(1, TPHits) != 3 {
+		t.Errorf("%d records, %d hits", len(recs), *rig.tpField(1, TPHits))
+	}
+}
