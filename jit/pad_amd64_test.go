@@ -658,16 +658,21 @@ func TestPadRingFull(t *testing.T) {
 func TestPadPassCount(t *testing.T) {
 	rig := newPadRig(t, 1<<12)
 	_, stack := padStack(t)
+	ins := make([][18]uint64, 3)
+	expect := make([][18]uint64, 3)
+	for i := range ins {
+		ins[i] = [18]uint64{2: uint64(i) << 62, 3: uint64(i), 16: 0x2 | flagSF}
+		callSite(rig.site, &ins[i], &expect[i], stack)
+	}
 	rig.install(t, PadSpec{TPIndex: 1})
 	*rig.tpField(1, TPPassCount) = 2
 	base := uintptr(unsafe.Pointer(&rig.code[0]))
 	rig.code[uintptr(rig.pad.PassTrap)-base] = 0x90
-	for i := range 3 {
-		in := [18]uint64{3: uint64(i), 16: 0x2 | flagSF}
+	for i := range ins {
 		var out [18]uint64
-		callSite(rig.site, &in, &out, stack)
-		if out[3] != uint64(i) || out[16]&flagSF == 0 || out[2] != siteImm {
-			t.Errorf("hit %d: rdx %#x flags %#x rcx %#x", i, out[3], out[16], out[2])
+		callSite(rig.site, &ins[i], &out, stack)
+		if out != expect[i] {
+			t.Errorf("hit %d: %v, want %v", i, out, expect[i])
 		}
 	}
 	if recs := readRing(t, rig.ring, 0, *rig.field(CtlHead)); len(recs) != 3 || *rig.tpField(1, TPHits) != 3 {
