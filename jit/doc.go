@@ -89,6 +89,28 @@
 // executable's data and bss). A readmem hook (ctx+80) replaces the
 // syscall, e.g. with an in-process agent's own safe reader.
 //
+// # Unreadable memory as zero (Options.ZeroUnreadable, amd64)
+//
+// The trace engine treats memory an expression cannot read as zero rather
+// than failing (gdbserver ignores those read errors too), and the jump
+// pads' code must agree with it. With Options.ZeroUnreadable:
+//
+//   - ref8/16/32/64 never fail: the bytes process_vm_readv (or the hook)
+//     could read keep their value, the rest read 0 (a value straddling the
+//     end of a mapping keeps its readable low-address bytes);
+//   - trace, trace_quick and trace16 record only the readable prefix of
+//     the range ('M' blocks of at most 65535 bytes, as usual) and nothing
+//     if it is unreadable from the start; a prefix block that does not fit
+//     fails with ErrFrameFull, an unreadable one never fails;
+//   - tracenz reads byte by byte as usual and treats the first unreadable
+//     byte as the terminator, not recorded.
+//
+// ErrMemory and the "memory unreadable" case of ErrCollect then never
+// occur. The arm64 backend does not implement it and falls back. Tests
+// compare it with agentexpr.Eval over a Memory that reads unreadable
+// bytes as zero and a Collector that records readable prefixes, which is
+// what the trace engine's own hit path does.
+//
 // # Code generation (amd64)
 //
 // One snippet per opcode, goto/if_goto patched after emission. The top of
