@@ -1,0 +1,160 @@
+package fasttp
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+)
+
+// Range is a half-open address range [Start, End); for FindPadAddr, one
+// that is not mapped in the inferior.
+type Range struct{ Start, End uint64 }
+
+// ErrNoPadAddr is wrapped when no free address satisfies the jump's
+// constraints.
+var ErrNoPadAddr = errors.New("no pad address")
+
+// FindPadAddr returns the pad entry address P nearest to the site such that
+// [P, P+size) lies inside one of the free ranges, the jump's displacement
+// rel32 = P - (site.Addr+5) fits in an int32, and rel32's bytes have the
+// values site.Forced requires (little-endian byte index 0..3).
+//
+// The search is exact and fast: for every free range it computes the
+// interval of admissible rel32 values and, with the forced bits fixed, the
+// admissible value nearest to zero inside it (a bitwise successor/
+// predecessor search, not a scan).
+func FindPadAddr(site Site, free []Range, size uint64) (uint64, error) {
+	if size == 0 {
+		return 0, fmt.Errorf("find pad for %#x: %w: zero size", site.Addr, ErrNoPadAddr)
+	}
+	var mask, val uint32
+	for idx, b := range site.Forced {
+		if idx < 0 || idx > 3 {
+			return 0, fmt.Errorf("find pad for %#x: forced rel32 byte index %d out of 0..3", site.Addr, idx)
+		}
+		mask |= 0xff << (8 * idx)
+		val |= uint32(b) << (8 * idx)
+	}
+	base := site.Addr + JumpLen
+	best, found := int64(0), false
+	consider := func(r int64) {
+		if !found || abs64(r) < abs64(best) {
+			best, found = r, true
+		}
+	}
+	for _, fr := range free {
+		if fr.End <= fr.Start || fr.End-fr.Start < size {
+			continue
+		}
+		// Admissible P: [fr.Start, fr.End-size]; as rel32: [lo, hi].
+		lo, hi, ok := relInterval(base, fr.Start, fr.End-size)
+		if !ok {
+			continue
+		}
+		if hi >= 0 { // non-negative part: the smallest match >= max(lo, 0)
+			from := max(lo, 0)
+			if u, ok := nextMatch(uint32(from), mask, val); ok && int64(u) <= hi && u <= math.MaxInt32 {
+				consider(int64(u))
+			}
+		}
+		if lo < 0 { // negative part: the largest match <= min(hi, -1)
+			to := min(hi, -1)
+			if u, ok := prevMatch(uint32(int32(to)), mask, val); ok && u >= 1<<31 && int64(int32(u)) >= lo {
+				consider(int64(int32(u)))
+			}
+		}
+	}
+	if !found {
+		return 0, fmt.Errorf("find pad for %#x: %w: no free range of %d bytes within 2 GB%s", site.Addr, ErrNoPadAddr, size, describeForced(site.Forced))
+	}
+	return base + uint64(best), nil
+}
+
+func abs64(x int64) int64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// describeForced renders the forced bytes for an error message.
+func describeForced(forced map[int]byte) string {
+	if len(forced) == 0 {
+		return ""
+	}
+	idx := make([]int, 0, len(forced))
+	for i := range forced {
+		idx = append(idx, i)
+	}
+	sort.Ints(idx)
+	parts := make([]string, len(idx))
+	for n, i := range idx {
+		parts[n] = fmt.Sprintf("rel32 byte %d = %#02x", i, forced[i])
+	}
+	return " with " + strings.Join(parts, ", ")
+}
+
+// relInterval converts the admissible pad addresses [pLo, pHi] into the
+// rel32 interval [lo, hi] (clipped to int32) relative to base.
+func relInterval(base, pLo, pHi uint64) (lo, hi int64, ok bool) {
+	// Work in a window of ±2^31 around base without overflow.
+	const span = 1 << 31
+	winLo := uint64(0)
+	if base > span {
+		winLo = base - span
+	}
+	winHi := base + (span - 1)
+	if winHi < base { // wrapped past the top of the address space
+		winHi = math.MaxUint64
+	}
+	pLo, pHi = max(pLo, winLo), min(pHi, winHi)
+	if pLo > pHi {
+		return 0, 0, false
+	}
+	return int64(pLo - base), int64(pHi - base), true
+}
+
+// nextMatch returns the smallest u >= x with u&mask == val (val must lie
+// inside mask); ok is false when there is none below 2^32.
+func nextMatch(x, mask, val uint32) (uint32, bool) {
+	// Walk from the top bit down keeping u's prefix equal to x's. A free
+	// bit where x has 0 is a place where u could exceed x; remember the
+	// lowest one seen. When a fixed bit makes the prefix smaller than x's,
+	// go back to that place: set it, and put the minimum (fixed bits only)
+	// below it. When it makes the prefix larger, the minimum below is the
+	// answer.
+	bump := -1
+	for i := 31; i >= 0; i-- {
+		bit := uint32(1) << i
+		if mask&bit == 0 {
+			if x&bit == 0 {
+				bump = i
+			}
+			continue
+		}
+		switch {
+		case val&bit == x&bit:
+			continue
+		case val&bit != 0: // u's prefix is now larger than x's
+			above := x &^ (bit<<1 - 1) // x's bits above i (fixed ones equal val's)
+			return above | bit | val&(bit-1), true
+		default: // u's prefix would be smaller: bump the lowest free 0 above
+			if bump < 0 {
+				return 0, false
+			}
+			b := uint32(1) << bump
+			above := x &^ (b<<1 - 1)
+			return above | b | val&(b-1), true
+		}
+	}
+	return x, true // x itself matches
+}
+
+// prevMatch returns the largest u <= x with u&mask == val; ok is false when
+// there is none.
+func prevMatch(x, mask, val uint32) (uint32, bool) {
+	u, ok := nextMatch(^x, mask, ^val&mask)
+	return ^u, ok
+}
