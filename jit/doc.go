@@ -193,7 +193,7 @@
 // old one had payload), so that nothing stale ever looks committed; the
 // ring must start zeroed.
 //
-// Stack use in the thread: 128 (red zone) + 8 + 120 + PadRegs*8 + up to
+// Stack use in the thread (JumpPad.StackBytes): 128 (red zone) + 8 + 120 + PadRegs*8 + up to
 // 15 (alignment) + CtxSize + 8 + the expressions' Code.StackBytes. A signal
 // delivered in the pad lands below that. The int3 paths (FullTrap,
 // PassTrap) cannot be exercised in-process (SIGTRAP would kill the test);

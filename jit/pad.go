@@ -79,6 +79,9 @@ type JumpPad struct {
 	// count; the stub stops tracing and resumes at PassTrap+1, which
 	// continues to Skip.
 	PassTrap uint64
+	// StackBytes bounds the thread stack the pad uses below the thread's
+	// rsp (red zone included), expression code included.
+	StackBytes int
 }
 
 // Stack frame of the pad, from the thread's rsp S downwards: 128 bytes of
@@ -358,12 +361,21 @@ func BuildJumpPadAMD64(spec PadSpec) (*JumpPad, error) {
 		return nil, fmt.Errorf("jit: jump pad at %#x: tail %#x out of rel32 range", spec.Addr, spec.TailAddr)
 	}
 	a.patch32(tailFix, int(int64(tailFix)+4+rel))
+	exprStack := 0
+	for _, c := range exprs {
+		if c != nil {
+			exprStack = max(exprStack, c.StackBytes)
+		}
+	}
 	return &JumpPad{
-		Code:     a.buf,
-		FullTrap: spec.Addr + uint64(fullTrap),
-		Retry:    spec.Addr + uint64(retry),
-		Skip:     spec.Addr + uint64(skip),
-		PassTrap: spec.Addr + uint64(passTrap),
+		// Red zone, flags, GPRs, register block, alignment, ctx, the
+		// return address of a call, the deepest expression.
+		StackBytes: padRedZone + 8 + padSaveBytes + padBlockBytes + 15 + CtxSize + 8 + exprStack,
+		Code:       a.buf,
+		FullTrap:   spec.Addr + uint64(fullTrap),
+		Retry:      spec.Addr + uint64(retry),
+		Skip:       spec.Addr + uint64(skip),
+		PassTrap:   spec.Addr + uint64(passTrap),
 	}, nil
 }
 

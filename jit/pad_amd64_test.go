@@ -679,3 +679,32 @@ func TestPadPassCount(t *testing.T) {
 		t.Errorf("%d records, %d hits", len(recs), *rig.tpField(1, TPHits))
 	}
 }
+
+// TestPadStackBytes checks JumpPad.StackBytes against the deepest stack
+// byte a hit actually writes (condition, collection through the
+// process_vm_readv helper).
+func TestPadStackBytes(t *testing.T) {
+	rig := newPadRig(t, 1<<14)
+	stackMem, stack := padStack(t)
+	rig.install(t, PadSpec{Cond: compileAX(t, "const8 1; reg 8; const8 1; add; div_unsigned; end"),
+		Collect: []*Code{compileAX(t, "reg 4; const8 16; trace; reg 4; ref32; pop; end")}, CollectCap: 64})
+	for i := range stackMem {
+		stackMem[i] = 0xa5
+	}
+	in := [18]uint64{4: rig.dataAddr, 8: 0, 16: 0x2}
+	var out [18]uint64
+	callSite(rig.site, &in, &out, stack)
+	if recs := readRing(t, rig.ring, 0, *rig.field(CtlHead)); len(recs) != 1 || len(recs[0].blocks) != 27 {
+		t.Fatalf("records %+v", recs)
+	}
+	lowest := 0
+	for lowest < len(stackMem) && stackMem[lowest] == 0xa5 {
+		lowest++
+	}
+	base := uint64(uintptr(unsafe.Pointer(&stackMem[0])))
+	used := int(out[17] - (base + uint64(lowest)))
+	if used > rig.pad.StackBytes || used < padRedZone+padSaveBytes+padBlockBytes+CtxSize {
+		t.Errorf("the hit used %d stack bytes; StackBytes %d", used, rig.pad.StackBytes)
+	}
+	t.Logf("stack used %d of %d bytes", used, rig.pad.StackBytes)
+}
