@@ -193,13 +193,15 @@
 // old one had payload), so that nothing stale ever looks committed; the
 // ring must start zeroed.
 //
-// Stack use in the thread (JumpPad.StackBytes): 128 (red zone) + 8 + 120 + PadRegs*8 + up to
-// 15 (alignment) + CtxSize + 8 + the expressions' Code.StackBytes. A signal
-// delivered in the pad lands below that. The int3 paths (FullTrap,
-// PassTrap) cannot be exercised in-process (SIGTRAP would kill the test);
-// the tests check that those addresses hold int3 and that PassTrap+1 is
-// Skip, and exercise everything else with a patched site in the test
-// process, from four threads at once.
+// Stack use in the thread (JumpPad.StackBytes): 128 (red zone) + 8 + 120
+// + PadRegs*8 + up to 15 (alignment) + CtxSize + 8 + the expressions'
+// Code.StackBytes. A signal delivered in the pad lands below that. The
+// int3s (FullTrap, PassTrap) cannot be executed in-process (SIGTRAP would
+// kill the test): the tests check that those addresses hold int3 and that
+// PassTrap+1 is Skip, replace them by what the stub would do (jump to
+// Skip, or drain and jump to Retry; a nop at PassTrap), and exercise
+// everything else with a patched site in the test process, from four
+// threads at once.
 //
 // # arm64
 //

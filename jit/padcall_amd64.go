@@ -7,9 +7,9 @@ package jit
 // r8..r15; in[7] is ignored, out[7] is rsp after the return), slot 16 is
 // rflags, and out[17] is the site's stack pointer at entry (T-8, where T
 // is stackTop-64 rounded down to 16). Before the call the 128 bytes below
-// the site's stack pointer (its red zone) are filled with CanaryByte(i)
-// patterns (see padCanary) so the caller can check they survived. It is
-// used by the jump pad tests.
+// the site's stack pointer (its red zone) are filled with padCanary(i) in
+// qword i, so that the caller can check they survived. The jump pad tests
+// use it.
 //
 //go:noescape
 func callSite(fn uintptr, in, out *[18]uint64, stackTop uintptr)
