@@ -184,10 +184,11 @@ func (d *decoder) byteAt(i int) (byte, error) {
 // The length comes from this package's own decoder for the legacy, REX, VEX
 // and EVEX encodings; for legacy encodings it is cross-checked against
 // golang.org/x/arch/x86/x86asm and the instruction is refused (error
-// wrapping ErrRefused) when the two disagree. x86asm's known mistakes
-// (endbr64/endbr32 decoded as one byte, VEX/EVEX rip-relative operands not
-// reported) are why this decoder exists; VEX/EVEX instructions are not
-// cross-checked. 3DNow! (0f 0f), XOP (8f with a map select) and prefixes in
+// wrapping ErrRefused) when the two disagree or x86asm cannot decode it.
+// x86asm's known mistakes (endbr64/endbr32 decoded as one byte, VEX/EVEX
+// rip-relative operands not reported, some VEX lengths) are why this
+// decoder exists; VEX/EVEX instructions are cross-checked for length only,
+// when x86asm decodes them at all. 3DNow! (0f 0f), XOP (8f with a map select) and prefixes in
 // unusual orders are refused.
 func DecodeInsn(code []byte, addr uint64) (Insn, error) {
 	d := decoder{code: code}
@@ -209,10 +210,8 @@ func DecodeInsn(code []byte, addr uint64) (Insn, error) {
 		}
 		d.in.Target = d.in.Next() + uint64(rel)
 	}
-	if d.in.Encoding == EncLegacy {
-		if err := crossCheck(d.in); err != nil {
-			return Insn{}, fmt.Errorf("decode at %#x: %w", addr, err)
-		}
+	if err := crossCheck(d.in); err != nil {
+		return Insn{}, fmt.Errorf("decode at %#x: %w", addr, err)
 	}
 	return d.in, nil
 }
@@ -224,12 +223,21 @@ func isEndbr(b []byte) bool {
 }
 
 // crossCheck decodes the instruction with x86asm and refuses it when the
-// length or the pc-relative field disagrees with ours.
+// length or the pc-relative field disagrees with ours. VEX/EVEX
+// instructions are only checked for length, and only when x86asm knows
+// them: x86asm does not report their rip-relative operands and does not
+// know every one of them.
 func crossCheck(in Insn) error {
 	if isEndbr(in.Bytes) {
 		return nil
 	}
 	inst, err := x86asm.Decode(in.Bytes, 64)
+	if in.Encoding != EncLegacy {
+		if err == nil && inst.Op != 0 && inst.Len != in.Len {
+			return fmt.Errorf("%w: length disagreement on % x: %d here, %d from x86asm (%v)", ErrRefused, in.Bytes, in.Len, inst.Len, inst)
+		}
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("%w: x86asm cannot decode % x: %v", ErrRefused, in.Bytes, err)
 	}

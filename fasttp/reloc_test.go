@@ -1,6 +1,7 @@
 package fasttp
 
 import (
+	"debug/elf"
 	"errors"
 	"testing"
 
@@ -12,6 +13,11 @@ func decodeAll(t *testing.T, code []byte, addr uint64) []x86asm.Inst {
 	t.Helper()
 	var out []x86asm.Inst
 	for off := 0; off < len(code); {
+		if off+4 <= len(code) && isEndbr(code[off:off+4]) { // x86asm: 1 byte
+			out = append(out, x86asm.Inst{Op: x86asm.NOP, Len: 4, PCRelOff: off})
+			off += 4
+			continue
+		}
 		inst, err := x86asm.Decode(code[off:], 64)
 		if err != nil {
 			t.Fatalf("x86asm cannot decode emitted % x at +%d: %v", code, off, err)
@@ -221,5 +227,73 @@ func TestRelocateRun(t *testing.T) {
 	}
 	if _, _, err := RelocateRun([]Insn{insns[0], insns[2]}, pad, from+6); err == nil {
 		t.Errorf("RelocateRun accepted non-consecutive instructions")
+	}
+}
+
+// TestRelocateRealText relocates every instruction of libc's .text 1 GB
+// away, decodes the result back with x86asm and checks that branch targets
+// and (legacy-encoded) rip-relative operands still reach the original
+// addresses. It also plans a jump site at every instruction boundary and
+// logs how many are accepted.
+func TestRelocateRealText(t *testing.T) {
+	const path = "/lib/x86_64-linux-gnu/libc.so.6"
+	ef, err := elf.Open(path)
+	if err != nil {
+		t.Skipf("no %s: %v", path, err)
+	}
+	defer ef.Close()
+	text := ef.Section(".text")
+	if text == nil {
+		t.Fatalf("%s has no .text", path)
+	}
+	data, err := text.Data()
+	if err != nil {
+		t.Fatalf("read .text: %v", err)
+	}
+	const distance = 1 << 30
+	var total, relocRefused, sites, sitesRefused, checkedRIP, checkedBranch int
+	for off := uint64(0); off < uint64(len(data)); {
+		pc := text.Addr + off
+		in, err := DecodeInsn(data[off:min(off+MaxInsnLen, uint64(len(data)))], pc)
+		if err != nil {
+			off++
+			continue
+		}
+		off += uint64(in.Len)
+		total++
+		sites++
+		if _, err := PlanSite(data[pc-text.Addr:min(pc-text.Addr+20, uint64(len(data)))], pc); err != nil {
+			sitesRefused++
+		}
+		to := pc + distance
+		code, err := RelocateInsn(in, to)
+		if err != nil {
+			relocRefused++
+			continue
+		}
+		got := decodeAll(t, code, to)
+		switch in.Kind {
+		case KindJmpRel8, KindJmpRel32, KindJccRel8, KindJccRel32:
+			checkedBranch++
+			if tg := branchTarget(t, got[0], to); tg != in.Target {
+				t.Fatalf("%#x % x: relocated branch goes to %#x, want %#x", pc, in.Bytes, tg, in.Target)
+			}
+		case KindCallRel32, KindLoopRel8:
+			checkedBranch++
+			if tg := branchTarget(t, got[len(got)-1], to); tg != in.Target {
+				t.Fatalf("%#x % x: relocated %v goes to %#x, want %#x", pc, in.Bytes, in.Kind, tg, in.Target)
+			}
+		}
+		if want, ok := in.RIPTarget(); ok && in.Encoding == EncLegacy {
+			checkedRIP++
+			if tg := ripTarget(t, got[0], to); tg != want {
+				t.Fatalf("%#x % x: relocated operand reaches %#x, want %#x", pc, in.Bytes, tg, want)
+			}
+		}
+	}
+	t.Logf("%s: %d instructions, %d not relocatable; %d branches and %d rip-relative operands checked; %d of %d sites refused (%.2f%%)",
+		path, total, relocRefused, checkedBranch, checkedRIP, sitesRefused, sites, 100*float64(sitesRefused)/float64(sites))
+	if checkedBranch < 1000 || checkedRIP < 1000 {
+		t.Errorf("too few instructions checked")
 	}
 }
