@@ -1,10 +1,13 @@
 package fasttp
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -157,4 +160,68 @@ func nextMatch(x, mask, val uint32) (uint32, bool) {
 func prevMatch(x, mask, val uint32) (uint32, bool) {
 	u, ok := nextMatch(^x, mask, ^val&mask)
 	return ^u, ok
+}
+
+// ParseMaps returns the address ranges of the mappings listed in the text of
+// /proc/PID/maps ("start-end perms offset dev inode [path]" per line, hex
+// addresses), in the order given.
+func ParseMaps(maps []byte) ([]Range, error) {
+	var out []Range
+	sc := bufio.NewScanner(bytes.NewReader(maps))
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
+	for line := 1; sc.Scan(); line++ {
+		text := sc.Text()
+		if strings.TrimSpace(text) == "" {
+			continue
+		}
+		field, _, _ := strings.Cut(text, " ")
+		startHex, endHex, ok := strings.Cut(field, "-")
+		if !ok {
+			return nil, fmt.Errorf("maps line %d %q: no start-end range", line, text)
+		}
+		start, err := strconv.ParseUint(startHex, 16, 64)
+		if err != nil {
+			return nil, fmt.Errorf("maps line %d: start: %w", line, err)
+		}
+		end, err := strconv.ParseUint(endHex, 16, 64)
+		if err != nil {
+			return nil, fmt.Errorf("maps line %d: end: %w", line, err)
+		}
+		if end < start {
+			return nil, fmt.Errorf("maps line %d: end %#x below start %#x", line, end, start)
+		}
+		out = append(out, Range{start, end})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read maps: %w", err)
+	}
+	return out, nil
+}
+
+// FreeRanges returns the parts of [lo, hi) not covered by any of the
+// mapped ranges (which may be unsorted and overlapping), sorted by address:
+// the candidates FindPadAddr chooses from. lo should be at least the
+// kernel's vm.mmap_min_addr and hi at most the top of the user address
+// space (0x7ffffffff000 with 4-level paging).
+func FreeRanges(mapped []Range, lo, hi uint64) []Range {
+	sorted := append([]Range(nil), mapped...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Start < sorted[j].Start })
+	var free []Range
+	cur := lo
+	for _, m := range sorted {
+		if cur >= hi {
+			break
+		}
+		if m.End <= cur || m.End <= m.Start {
+			continue
+		}
+		if m.Start > cur {
+			free = append(free, Range{cur, min(m.Start, hi)})
+		}
+		cur = max(cur, m.End)
+	}
+	if cur < hi {
+		free = append(free, Range{cur, hi})
+	}
+	return free
 }

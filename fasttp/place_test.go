@@ -4,9 +4,15 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand"
+	"os"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
+
+// reflectFuncAddr is the address of a function in this test binary's text.
+func reflectFuncAddr() uintptr { return reflect.ValueOf(TestFindPadAddr).Pointer() }
 
 // checkPad asserts that p satisfies every constraint FindPadAddr promises.
 func checkPad(t *testing.T, s Site, free []Range, size, p uint64) {
@@ -190,4 +196,117 @@ func FuzzNextMatch(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestParseMaps(t *testing.T) {
+	tests := []struct {
+		name    string
+		text    string
+		want    []Range
+		wantErr bool
+	}{
+		{"typical", "555555554000-555555555000 r--p 00000000 fe:01 1234 /usr/bin/cat\n" +
+			"7ffff7dd3000-7ffff7df9000 r-xp 00000000 fe:01 99 /lib/x86_64-linux-gnu/ld.so\n" +
+			"7ffffffde000-7ffffffff000 rw-p 00000000 00:00 0                          [stack]\n",
+			[]Range{{0x555555554000, 0x555555555000}, {0x7ffff7dd3000, 0x7ffff7df9000}, {0x7ffffffde000, 0x7ffffffff000}}, false},
+		{"blank lines", "\n1000-2000 r--p 0 0:0 0\n\n", []Range{{0x1000, 0x2000}}, false},
+		{"no dash", "10002000 r--p\n", nil, true},
+		{"bad hex", "10g0-2000 r--p\n", nil, true},
+		{"end below start", "2000-1000 r--p\n", nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseMaps([]byte(tt.text))
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("ParseMaps: %v, wantErr %v", err, tt.wantErr)
+			}
+			if !tt.wantErr && !slices.Equal(got, tt.want) {
+				t.Errorf("got %x, want %x", got, tt.want)
+			}
+		})
+	}
+}
+
+func FuzzParseMaps(f *testing.F) {
+	f.Add([]byte("555555554000-555555555000 r--p 00000000 fe:01 1234 /usr/bin/cat\n"))
+	f.Add([]byte("1000-2000\n\n3000-3000 x"))
+	f.Add([]byte("-\n"))
+	f.Fuzz(func(t *testing.T, text []byte) {
+		rs, err := ParseMaps(text)
+		if err != nil {
+			return
+		}
+		for _, r := range rs {
+			if r.End < r.Start {
+				t.Fatalf("range %x", r)
+			}
+		}
+		free := FreeRanges(rs, 0x10000, 0x7ffffffff000)
+		for i, fr := range free {
+			if fr.Start >= fr.End || i > 0 && fr.Start <= free[i-1].End-1 {
+				t.Fatalf("free ranges %x not sorted and disjoint", free)
+			}
+			for _, m := range rs {
+				if m.Start < m.End && m.Start < fr.End && fr.Start < m.End {
+					t.Fatalf("free %x overlaps mapped %x", fr, m)
+				}
+			}
+		}
+	})
+}
+
+func TestFreeRanges(t *testing.T) {
+	tests := []struct {
+		name   string
+		mapped []Range
+		lo, hi uint64
+		want   []Range
+	}{
+		{"nothing mapped", nil, 0x10000, 0x100000, []Range{{0x10000, 0x100000}}},
+		{"holes", []Range{{0x30000, 0x40000}, {0x20000, 0x28000}}, 0x10000, 0x100000,
+			[]Range{{0x10000, 0x20000}, {0x28000, 0x30000}, {0x40000, 0x100000}}},
+		{"overlapping and adjacent", []Range{{0x20000, 0x30000}, {0x28000, 0x38000}, {0x38000, 0x40000}}, 0x10000, 0x50000,
+			[]Range{{0x10000, 0x20000}, {0x40000, 0x50000}}},
+		{"mappings outside [lo, hi)", []Range{{0x1000, 0x12000}, {0x90000, 0xa0000}}, 0x10000, 0x80000,
+			[]Range{{0x12000, 0x80000}}},
+		{"everything mapped", []Range{{0, 0x200000}}, 0x10000, 0x100000, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := FreeRanges(tt.mapped, tt.lo, tt.hi); !slices.Equal(got, tt.want) {
+				t.Errorf("got %x, want %x", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestFindPadAddrOwnProcess places pads for sites in this test binary's
+// text using its real address space.
+func TestFindPadAddrOwnProcess(t *testing.T) {
+	text, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Skipf("no /proc/self/maps: %v", err)
+	}
+	mapped, err := ParseMaps(text)
+	if err != nil {
+		t.Fatalf("ParseMaps: %v", err)
+	}
+	free := FreeRanges(mapped, 0x10000, 0x7ffffffff000)
+	site := uint64(reflectFuncAddr())
+	for _, f := range []map[int]byte{nil, forced(0), forced(1, 2), forced(0, 1, 2, 3)} {
+		s := Site{Addr: site, Covered: 5, Forced: f}
+		p, err := FindPadAddr(s, free, 4096)
+		if len(f) == 4 && site < 0x33333334+0x10000 {
+			// rel32 0xcccccccc reaches below 0x10000: nothing to find.
+			if !errors.Is(err, ErrNoPadAddr) {
+				t.Errorf("forced %v at %#x: %#x, %v; want ErrNoPadAddr", f, site, p, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("forced %v: %v", f, err)
+			continue
+		}
+		checkPad(t, s, free, 4096, p)
+	}
 }
