@@ -115,6 +115,8 @@ type Insn struct {
 	Target uint64
 	// Cond is the condition code (0..15) of a conditional jump.
 	Cond byte
+
+	vzero bool // vzeroupper/vzeroall: not cross-checked with x86asm
 }
 
 // Next returns the address of the instruction that follows.
@@ -210,7 +212,7 @@ func DecodeInsn(code []byte, addr uint64) (Insn, error) {
 		}
 		d.in.Target = d.in.Next() + uint64(rel)
 	}
-	if err := crossCheck(d.in); err != nil {
+	if err := crossCheck(d.in, code[:min(len(code), MaxInsnLen)]); err != nil {
 		return Insn{}, fmt.Errorf("decode at %#x: %w", addr, err)
 	}
 	return d.in, nil
@@ -227,11 +229,14 @@ func isEndbr(b []byte) bool {
 // instructions are only checked for length, and only when x86asm knows
 // them: x86asm does not report their rip-relative operands and does not
 // know every one of them.
-func crossCheck(in Insn) error {
-	if isEndbr(in.Bytes) {
+//
+// x86asm is given the whole window (code) so that it decodes as far as it
+// believes the instruction goes.
+func crossCheck(in Insn, code []byte) error {
+	if isEndbr(in.Bytes) || in.vzero {
 		return nil
 	}
-	inst, err := x86asm.Decode(in.Bytes, 64)
+	inst, err := x86asm.Decode(code, 64)
 	if in.Encoding != EncLegacy {
 		if err == nil && inst.Op != 0 && inst.Len != in.Len {
 			return fmt.Errorf("%w: length disagreement on % x: %d here, %d from x86asm (%v)", ErrRefused, in.Bytes, in.Len, inst.Len, inst)
@@ -318,7 +323,7 @@ prefixesDone:
 	return d.decodeMap0(b)
 }
 
-// prefixedVEX refuses VEX/EVEX after prefixes that make it #UD.
+// checkVEXPrefixes refuses VEX/EVEX after prefixes that make it #UD.
 func (d *decoder) checkVEXPrefixes(name string) error {
 	if d.in.REX != 0 || d.opsize || d.rep || d.repne || d.lock {
 		return fmt.Errorf("%w: %s after a REX/66/f2/f3/f0 prefix", ErrRefused, name)
@@ -332,19 +337,24 @@ func (d *decoder) decodeVEX(first byte) error {
 		return err
 	}
 	var mapSel byte = 1
+	var last byte // the VEX byte holding vvvv
 	if first == 0xc5 {
-		if _, err := d.byteAt(d.pos + 1); err != nil {
+		p, err := d.byteAt(d.pos + 1)
+		if err != nil {
 			return err
 		}
+		last = p
 		d.pos += 2
 	} else {
 		p1, err := d.byteAt(d.pos + 1)
 		if err != nil {
 			return err
 		}
-		if _, err := d.byteAt(d.pos + 2); err != nil {
+		p2, err := d.byteAt(d.pos + 2)
+		if err != nil {
 			return err
 		}
+		last = p2
 		mapSel = p1 & 0x1f
 		d.pos += 3
 	}
@@ -356,6 +366,10 @@ func (d *decoder) decodeVEX(first byte) error {
 	switch mapSel {
 	case 1:
 		if op == 0x77 { // vzeroupper / vzeroall: no ModRM
+			if last&0x78 != 0x78 {
+				return fmt.Errorf("%w: vzeroupper/vzeroall with VEX.vvvv != 1111", ErrRefused)
+			}
+			d.in.vzero = true // x86asm v0.32 gets some of these lengths wrong
 			return nil
 		}
 		if err := d.modrm(); err != nil {

@@ -104,6 +104,8 @@ func TestDecodeInsnRefuses(t *testing.T) {
 		{"VEX after REX", []byte{0x48, 0xc5, 0xf8, 0x77}, false},
 		{"eip-relative (67h)", []byte{0x67, 0x8b, 0x05, 0, 0, 0, 0}, false},
 		{"66h call rel16", []byte{0x66, 0xe8, 0, 0}, false},
+		{"vzeroupper with vvvv != 1111 (#UD)", []byte{0xc5, 0x30, 0x77, 0x30}, false},
+		{"REX then VEX", []byte{0x40, 0xc4, 0xe2, 0x7d, 0x00, 0xc0}, false},
 		{"too long", []byte{0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x90}, false},
 		{"truncated disp32", []byte{0x48, 0x8b, 0x05, 0x10}, true},
 		{"truncated imm64", []byte{0x48, 0xb8, 1, 2, 3}, true},
@@ -142,11 +144,18 @@ func FuzzDecodeInsn(f *testing.F) {
 		if in.RIPDispOffset >= 0 && in.RIPDispOffset+4 > in.Len {
 			t.Fatalf("rip displacement at %d outside %d-byte instruction", in.RIPDispOffset, in.Len)
 		}
-		if in.Encoding == EncLegacy && !isEndbr(in.Bytes) {
+		if !isEndbr(in.Bytes) && !in.vzero {
 			inst, err := x86asm.Decode(code, 64)
 			if err == nil && inst.Op != 0 && inst.Len != in.Len {
 				t.Fatalf("% x: length %d, x86asm says %d (%v)", code, in.Len, inst.Len, inst)
 			}
+			if in.Encoding == EncLegacy && (err != nil || inst.Op == 0) {
+				t.Fatalf("% x: legacy instruction accepted that x86asm rejects", code)
+			}
+		}
+		// Relocation of anything decoded must not panic either.
+		if out, err := RelocateInsn(in, 0x7f0000801000); err == nil && len(out) == 0 {
+			t.Fatalf("% x: relocated to nothing", code)
 		}
 	})
 }
