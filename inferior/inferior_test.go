@@ -1802,3 +1802,32 @@ func TestGDBStyleStepOverKeepsOtherHits(t *testing.T) {
 		t.Errorf("%d hits reported, want 200 (4 threads × 50)", hits)
 	}
 }
+
+func TestAllocateScratchAt(t *testing.T) {
+	p := launch(t, "bp")
+	runToMain(t, p)
+	// A page-unaligned address far from everything the program maps:
+	// the pages covering [at, at+5000) are mapped, exactly there.
+	near, err := p.AllocateScratch(symbol(t, p, "hit"), 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const at = 0x3f0000000 + 0x123
+	if err := p.AllocateScratchAt(at, 5000); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WriteMemory(at+4999, []byte{0x5a}); err != nil {
+		t.Fatalf("last byte of the area not writable: %v", err)
+	}
+	buf := make([]byte, 1)
+	if n, err := p.ReadMemory(at+4999, buf); n != 1 || buf[0] != 0x5a {
+		t.Fatalf("read back %x (%d, %v)", buf, n, err)
+	}
+	// Mapped already: refused, never mapped over.
+	if err := p.AllocateScratchAt(near+10, 16); err == nil {
+		t.Fatal("AllocateScratchAt over an existing mapping succeeded")
+	}
+	if err := p.AllocateScratchAt(at, 0); err == nil {
+		t.Fatal("size 0 accepted")
+	}
+}

@@ -161,16 +161,48 @@ func (p *Process) AllocateScratch(near uint64, size int) (uint64, error) {
 	return addr, err
 }
 
+// AllocateScratchAt maps read-write-execute memory covering exactly
+// [addr, addr+size) (whole pages) in the process, failing if any of it is
+// already mapped. Every thread must be stopped.
+func (p *Process) AllocateScratchAt(addr uint64, size int) error {
+	return p.do(func() error {
+		if size <= 0 || size > 1<<30 {
+			return fmt.Errorf("allocate scratch at %#x: bad size %d", addr, size)
+		}
+		base := addr &^ (pageSize - 1)
+		length := (addr + uint64(size) - base + pageSize - 1) &^ (pageSize - 1)
+		_, err := p.mapScratch(base, length)
+		return err
+	})
+}
+
 const pageSize = 4096
 
 func (p *Process) allocateScratch(near uint64, size int) (uint64, error) {
-	if p.exitEvent != nil {
-		return 0, ErrExited
-	}
 	if size <= 0 || size > 1<<30 {
 		return 0, fmt.Errorf("allocate scratch: bad size %d", size)
 	}
 	length := (uint64(size) + pageSize - 1) &^ (pageSize - 1)
+	if p.exitEvent != nil {
+		return 0, ErrExited
+	}
+	maps, err := readMaps(p.pid)
+	if err != nil {
+		return 0, fmt.Errorf("allocate scratch: %w", err)
+	}
+	hint, ok := freeNear(maps, near, length)
+	if !ok {
+		return 0, fmt.Errorf("allocate scratch: no free %d bytes within 2GB of %#x", length, near)
+	}
+	return p.mapScratch(hint, length)
+}
+
+// mapScratch makes a stopped thread mmap length bytes RWX at hint
+// (MAP_FIXED_NOREPLACE: never over an existing mapping).
+func (p *Process) mapScratch(hint, length uint64) (uint64, error) {
+	if p.exitEvent != nil {
+		return 0, ErrExited
+	}
 	var t *thread
 	if lt := p.threads[p.pid]; lt != nil && lt.stopped && !lt.zombie {
 		t = lt
@@ -184,14 +216,6 @@ func (p *Process) allocateScratch(near uint64, size int) (uint64, error) {
 	}
 	if t == nil {
 		return 0, fmt.Errorf("allocate scratch: %w", ErrRunning)
-	}
-	maps, err := readMaps(p.pid)
-	if err != nil {
-		return 0, fmt.Errorf("allocate scratch: %w", err)
-	}
-	hint, ok := freeNear(maps, near, length)
-	if !ok {
-		return 0, fmt.Errorf("allocate scratch: no free %d bytes within 2GB of %#x", length, near)
 	}
 	res, err := p.injectSyscall(t, unix.SYS_MMAP, hint, length,
 		unix.PROT_READ|unix.PROT_WRITE|unix.PROT_EXEC,
