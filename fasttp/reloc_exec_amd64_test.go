@@ -112,6 +112,10 @@ import (
 //	f_syscall: mov eax, 39                // getpid
 //		syscall
 //		ret
+//		.org 0x440
+//	f_ijmp:	mov dword ptr [rip+data1], 0x77 // g(rdi, rsi+0x77): tail call
+//		add rsi, [rip+data1]          // through [rip+gptr]
+//		jmp [rip+gptr]
 //		.org 0x800
 //	g:	lea rax, [rdi+rsi*2]
 //		ret
@@ -148,8 +152,8 @@ const relocBlobHex = "" +
 	"000f9cc100c800c80fb6c0c3000000000000000000000000000000000000000000000000000000000000000000000000" +
 	"000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000" +
 	"00000000000000000000000000000000b8270000000f05c3000000000000000000000000000000000000000000000000" +
-	"000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000" +
-	"000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000" +
+	"0000000000000000000000000000000000000000000000000000000000000000c705be0b000077000000480335b70b00" +
+	"00ff25d10b00000000000000000000000000000000000000000000000000000000000000000000000000000000000000" +
 	"000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000" +
 	"000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000" +
 	"000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000000" +
@@ -182,14 +186,15 @@ func mapRWX(t *testing.T, size int) []byte {
 }
 
 // TestRelocatedCodeRuns relocates every instruction of the functions in
-// relocBlobSource 6 MB away and checks that the relocated copies compute
+// relocBlobSource into a second mapping, more than 1 MB away, and checks that the relocated copies compute
 // what the originals do (and what the Go model says).
 func TestRelocatedCodeRuns(t *testing.T) {
 	blob, err := hex.DecodeString(relocBlobHex)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem := mapRWX(t, 8<<20)
+	mem := mapRWX(t, 1<<20)
+	far := mapRWX(t, 4<<20)
 	base := uint64(uintptr(unsafe.Pointer(&mem[0])))
 	copy(mem, blob)
 	resetData := func() {
@@ -240,8 +245,13 @@ func TestRelocatedCodeRuns(t *testing.T) {
 		{"jmp rel8/rel32", 0x340, func(a, b uint64) uint64 { return a + b }, false},
 		{"flags across calls", 0x380, func(a, b uint64) uint64 { return 3 * lt(a, b) }, false},
 		{"syscall", 0x400, func(a, b uint64) uint64 { return pid }, false},
+		{"jmp [rip+x] tail call, imm after disp", 0x440, func(a, b uint64) uint64 { return a + 2*(b+0x77) }, false},
 	}
-	to := base + 6<<20
+	farBase := uint64(uintptr(unsafe.Pointer(&far[0])))
+	to := farBase + 2<<20 // at least 2 MB from mem whichever side far is on
+	if dist := int64(to - base); dist > -1<<20 && dist < 1<<20 || dist < -1<<30 || dist > 1<<30 {
+		t.Skipf("the two mappings are %#x apart: not usable", dist)
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			end := tt.off + 0x40
@@ -253,13 +263,14 @@ func TestRelocatedCodeRuns(t *testing.T) {
 			}
 			var insns []Insn
 			for pc := tt.off; pc < end; {
-				in, err := DecodeInsn(mem[pc:end], base+pc)
+				in, err := DecodeInsn(mem[pc:pc+MaxInsnLen], base+pc) // the last one may end in zero bytes
 				if err != nil {
 					t.Fatalf("decode: %v", err)
 				}
 				insns = append(insns, in)
 				pc += uint64(in.Len)
 			}
+			end = insns[len(insns)-1].Next() - base
 			code, heads, err := RelocateRun(insns, to, base+end)
 			if err != nil {
 				t.Fatalf("RelocateRun: %v", err)
@@ -267,7 +278,7 @@ func TestRelocatedCodeRuns(t *testing.T) {
 			if heads[insns[0].Addr] != to || len(heads) != len(insns) {
 				t.Fatalf("heads %v: want %d entries, first at %#x", heads, len(insns), to)
 			}
-			copy(mem[to-base:], code)
+			copy(far[to-farBase:], code)
 			for _, a := range args {
 				if tt.nonzer && a[0] == 0 || tt.nonzer && a[0] > 100 {
 					continue
