@@ -28,6 +28,11 @@ func checkPad(t *testing.T, s Site, free []Range, size, p uint64) {
 			t.Fatalf("pad %#x: rel32 % x byte %d is %#x, want %#x", p, b, i, b[i], v)
 		}
 	}
+	if s.Covered >= JumpLen {
+		if _, err := s.PatchBytes(p); err != nil {
+			t.Fatalf("pad %#x: %v", p, err)
+		}
+	}
 	for _, r := range free {
 		if p >= r.Start && p+size <= r.End && p+size > p {
 			return

@@ -1,6 +1,7 @@
 package fasttp
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 )
@@ -88,4 +89,30 @@ func PlanSite(code []byte, addr uint64) (Site, error) {
 		}
 	}
 	return s, nil
+}
+
+// PatchBytes returns the Covered bytes to write at Addr for a jump to the
+// pad entry pad: `jmp rel32` followed by int3 filler for the rest of the
+// last covered instruction. It fails if rel32 does not fit or does not have
+// the bytes Forced requires (a pad address not obtained from FindPadAddr).
+func (s Site) PatchBytes(pad uint64) ([]byte, error) {
+	if s.Covered < JumpLen {
+		return nil, fmt.Errorf("patch for %#x: site covers only %d bytes", s.Addr, s.Covered)
+	}
+	d, err := rel32(s.Addr+JumpLen, pad)
+	if err != nil {
+		return nil, fmt.Errorf("patch for %#x: %w", s.Addr, err)
+	}
+	patch := make([]byte, s.Covered)
+	patch[0] = 0xe9
+	binary.LittleEndian.PutUint32(patch[1:], uint32(d))
+	for i := JumpLen; i < s.Covered; i++ {
+		patch[i] = Int3
+	}
+	for idx, v := range s.Forced {
+		if idx < 0 || idx > 3 || patch[1+idx] != v {
+			return nil, fmt.Errorf("patch for %#x: rel32 %#08x does not have byte %d = %#02x", s.Addr, uint32(d), idx, v)
+		}
+	}
+	return patch, nil
 }

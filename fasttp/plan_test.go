@@ -120,3 +120,32 @@ func FuzzPlanSite(f *testing.F) {
 		}
 	})
 }
+
+func TestSitePatchBytes(t *testing.T) {
+	const addr = 0x401000
+	tests := []struct {
+		name    string
+		site    Site
+		pad     uint64
+		want    []byte
+		wantErr bool
+	}{
+		{"plain", Site{Addr: addr, Covered: 5}, addr + 5 + 0x1000, []byte{0xe9, 0x00, 0x10, 0, 0}, false},
+		{"filler", Site{Addr: addr, Covered: 7}, addr + 5 - 0x10, []byte{0xe9, 0xf0, 0xff, 0xff, 0xff, 0xcc, 0xcc}, false},
+		{"pun satisfied", Site{Addr: addr, Covered: 5, Puns: []int{2}, Forced: forced(1)}, addr + 5 + 0xcc00, []byte{0xe9, 0x00, 0xcc, 0, 0}, false},
+		{"pun violated", Site{Addr: addr, Covered: 5, Puns: []int{2}, Forced: forced(1)}, addr + 5 + 0xcd00, nil, true},
+		{"out of reach", Site{Addr: addr, Covered: 5}, addr + 3<<30, nil, true},
+		{"too short", Site{Addr: addr, Covered: 4}, addr + 0x100, nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.site.PatchBytes(tt.pad)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("PatchBytes: % x, %v; wantErr %v", got, err, tt.wantErr)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("got % x, want % x", got, tt.want)
+			}
+		})
+	}
+}
