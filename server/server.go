@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/cpu"
 
+	"gotpstub/fasttp"
 	"gotpstub/hostio"
 	"gotpstub/inferior"
 	"gotpstub/rsp"
@@ -80,7 +81,7 @@ type Server struct {
 
 	layout  *tdesc.Layout
 	trace   *tracing.Engine
-	traps   *trapfallback.Installer
+	traps   *fasttp.Installer // jump pads, with trapfallback behind them
 	files   *hostio.Server
 	xfer    map[string][]byte // documents being read in pieces, by object:annex
 	threadX []byte
@@ -101,6 +102,9 @@ func New(cfg Config) *Server {
 		xfer:        map[string][]byte{},
 	}
 	s.trace = tracing.NewEngine(tracing.Config{Layout: s.layout, Live: liveMemory{s}})
+	// Every process gets a fasttp.Installer (setProcess): ftrace places
+	// jump pads where it can and traps elsewhere.
+	s.trace.SetFastTracepoints(true)
 	s.mux = s.buildMux()
 	return s
 }
@@ -178,7 +182,7 @@ func (s *Server) setProcess(p *inferior.Process, attached bool) {
 	s.mu.Unlock()
 	s.gThread, s.cThread = 0, 0
 	s.xfer = map[string][]byte{}
-	s.traps = trapfallback.New(p, s.trace)
+	s.traps = fasttp.New(p, s.trace, trapfallback.New(p, s.trace), s.logf)
 	s.trace.SetInstaller(s.traps)
 }
 

@@ -1,0 +1,172 @@
+package e2e
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fastSession runs traceSession with --debug, so the stub logs how it
+// placed every fast tracepoint ("jump pad" or "trap instead of a jump").
+func fastSession(t *testing.T, prog string, progArgs []string, setup, done, after string) (string, *stubProcess) {
+	t.Helper()
+	return traceSessionFlags(t, []string{"--once", "--debug"}, prog, progArgs, setup, done, after)
+}
+
+// mustPlaceJump fails unless the stub placed tracepoint num as a jump pad.
+func mustPlaceJump(t *testing.T, stub *stubProcess, num int) {
+	t.Helper()
+	re := regexp.MustCompile(fmt.Sprintf(`fast tracepoint %d at 0x[0-9a-f]+: (.*)`, num))
+	m := re.FindStringSubmatch(stub.output.String())
+	if m == nil {
+		t.Fatalf("stub did not log the placement of fast tracepoint %d; output:\n%s", num, stub.output.String())
+	}
+	if m[1] != "jump pad" {
+		t.Fatalf("fast tracepoint %d was not placed as a jump: %s", num, m[1])
+	}
+}
+
+func TestFastTraceConditionAndCollect(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver needs its in-process agent library for ftrace")
+	}
+	prog := buildProgram(t, "trace")
+	const wantN = 3
+	out, stub := fastSession(t, prog, []string{strconv.Itoa(traceIterations)}, fmt.Sprintf(`
+ftrace traced_function if n == %d
+actions
+collect n, *rec, $locals
+collect/s msg
+end
+info tracepoints`, wantN), "trace_done", `
+tfind start
+print n
+print rec->id
+print rec->value
+print rec->name
+print msg
+print g_counter
+tfind
+`)
+	mustContain(t, out, "Fast tracepoint 2 at")
+	mustPlaceJump(t, stub, 2)
+	if n := framesCollected(t, out); n != 1 {
+		t.Errorf("collected %d frames, want 1 (only n == %d passes the condition)", n, wantN)
+	}
+	mustContain(t, out,
+		"Found trace frame 0, tracepoint 2",
+		fmt.Sprintf("$1 = %d", wantN),
+		"$2 = 7",
+		fmt.Sprintf("$3 = %d", tracedFunctionValue(wantN-1)),
+		`$4 = "seven`,
+		`"trace me"`,
+		"$6 = <unavailable>",
+		"No trace frame found",
+	)
+}
+
+func TestFastTraceRegistersAndPasscount(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver needs its in-process agent library for ftrace")
+	}
+	prog := buildProgram(t, "trace")
+	const pass = 4
+	out, stub := fastSession(t, prog, []string{strconv.Itoa(traceIterations)}, fmt.Sprintf(`
+ftrace traced_function
+passcount %d
+actions
+collect $regs, $args
+end`, pass), "trace_done", `
+tstatus
+`+frameLoop(`printf "frame %d n=%d rip_ok=%d\n", $trace_frame, n, $rip == (long)*traced_function || ($rip > (long)&traced_function && $rip < (long)&trace_done)`))
+	mustPlaceJump(t, stub, 2)
+	if n := framesCollected(t, out); n != pass {
+		t.Errorf("collected %d frames, want the passcount %d", n, pass)
+	}
+	mustContain(t, out, "Trace stopped by tracepoint 2")
+	for i := range pass {
+		mustContain(t, out, fmt.Sprintf("frame %d n=%d rip_ok=1\n", i, i))
+	}
+}
+
+func TestFastTraceAsmSites(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver needs its in-process agent library for ftrace")
+	}
+	prog := buildProgram(t, "trace")
+	out, stub := fastSession(t, prog, []string{strconv.Itoa(traceIterations)}, `
+ftrace *at_call
+actions
+collect $regs
+end
+ftrace *at_riprel
+actions
+collect $regs
+end
+ftrace *at_jcc
+actions
+collect $regs
+end`, "trace_done", `
+tstatus
+`+frameLoop(`printf "tp %d rip=%#lx rbx=%ld\n", $tracepoint, $rip, $rbx`)+`
+printf "at_call=%#lx at_riprel=%#lx at_jcc=%#lx\n", &at_call, &at_riprel, &at_jcc`)
+	// call rel32 and the rip-relative load are 5+ bytes; the 2-byte jl
+	// shares the jump with the add after it (an int3 pun at its head).
+	mustPlaceJump(t, stub, 2)
+	mustPlaceJump(t, stub, 3)
+	mustPlaceJump(t, stub, 4)
+	if !waitFor(5*time.Second, func() bool { return strings.Contains(stub.output.String(), "asm_worker results") }) {
+		t.Fatalf("program did not finish; stub output:\n%s", stub.output.String())
+	}
+	mustContain(t, stub.output.String(), "asm_worker results OK")
+	if n := framesCollected(t, out); n != 3*traceIterations {
+		t.Errorf("collected %d frames, want %d", n, 3*traceIterations)
+	}
+	addrs := regexp.MustCompile(`at_call=(0x[0-9a-f]+) at_riprel=(0x[0-9a-f]+) at_jcc=(0x[0-9a-f]+)`).FindStringSubmatch(out)
+	if addrs == nil {
+		t.Fatalf("no label addresses in the output:\n%s", out)
+	}
+	for tp, addr := range map[int]string{2: addrs[1], 3: addrs[2], 4: addrs[3]} {
+		for i := range traceIterations {
+			line := fmt.Sprintf("tp %d rip=%s rbx=%d\n", tp, addr, i)
+			if !strings.Contains(out, line) {
+				t.Errorf("missing frame %q", strings.TrimSpace(line))
+			}
+		}
+	}
+}
+
+func TestFastTraceThreadsAndRingRefills(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver needs its in-process agent library for ftrace")
+	}
+	prog := buildProgram(t, "threads")
+	// Enough hits to fill the in-inferior ring several times over: the
+	// pads must trap to have it drained, and no hit may be lost.
+	const nthreads, hitsPerThread = 4, 5000
+	out, stub := fastSession(t, prog, []string{strconv.Itoa(nthreads), strconv.Itoa(hitsPerThread)}, `
+set trace-buffer-size 33554432
+ftrace hit
+actions
+collect id
+end`, "threads_done", `
+tstatus
+tfind tracepoint 2
+print id`)
+	mustPlaceJump(t, stub, 2)
+	if !waitFor(5*time.Second, func() bool { return strings.Contains(stub.output.String(), "total hits") }) {
+		t.Fatalf("program did not print its hit count; stub output:\n%s", stub.output.String())
+	}
+	m := regexp.MustCompile(`total hits (\d+)`).FindStringSubmatch(stub.output.String())
+	programHits, _ := strconv.Atoi(m[1])
+	if programHits != nthreads*hitsPerThread {
+		t.Errorf("program counted %d hits, want %d", programHits, nthreads*hitsPerThread)
+	}
+	if frames := framesCollected(t, out); frames != programHits {
+		t.Errorf("collected %d frames, program counted %d hits", frames, programHits)
+	}
+	mustMatch(t, out, `\$1 = [1-4]\n`)
+}

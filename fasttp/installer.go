@@ -1,0 +1,546 @@
+package fasttp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"gotpstub/agentexpr"
+	"gotpstub/inferior"
+	"gotpstub/jit"
+	"gotpstub/tracing"
+)
+
+// Sizes of the memory the installer maps in the inferior.
+const (
+	// maxSlots is the number of tracepoint table entries of the control
+	// block; slots are not reused within a control block's life.
+	maxSlots = 1024
+	// ctlSize is the control block: header and tracepoint table.
+	ctlSize = jit.CtlTPs + maxSlots*jit.CtlTPSize
+	// ringSize is the in-inferior ring the pads write records to. The
+	// stub drains it into its trace buffer on every trace packet and when
+	// it fills (a pad then traps), so it only has to hold the hits
+	// between two drains.
+	ringSize = 1 << 20
+	// arenaSize is one area of pad code, allocated per 1 GiB window of
+	// code addresses so that rel32 jumps reach.
+	arenaSize = 256 << 10
+	// maxCollectCap bounds the collection space reserved per hit.
+	maxCollectCap = 16 << 10
+	// unknownCollect is reserved for a collection whose size is not
+	// known statically (a trace of a computed length).
+	unknownCollect = 4 << 10
+)
+
+// Installer places tracepoints in one process: gdb's fast tracepoints as
+// jump pads where it can, everything else (and every fast tracepoint it
+// cannot place) through the trap Installer it wraps. It implements
+// tracing.Installer and tracing.Syncer.
+type Installer struct {
+	proc   *inferior.Process
+	engine *tracing.Engine
+	traps  TrapInstaller
+	logf   func(format string, args ...any)
+
+	mu       sync.Mutex
+	ctl      uint64 // control block; 0 until the first pad
+	ring     uint64 // ring data
+	tail     uint64 // ring consumer cursor (mirrors CtlTail)
+	nextSlot uint32
+	sites    map[*tracing.Tracepoint]*jumpSite
+	bySlot   map[uint32]*jumpSite
+	padTraps map[uint64]padTrap // int3 address inside a pad → its role
+	arenas   map[uint64]*arena  // 1 GiB window → current pad area
+	viaTrap  map[*tracing.Tracepoint]bool
+	pending  []*jumpSite // unpatching requested during a trap hook
+	hookMem  memory      // the stopped thread's memory while a hook runs
+}
+
+// TrapInstaller is the fallback installer (trapfallback.Installer).
+type TrapInstaller interface {
+	tracing.Installer
+	Flush()
+}
+
+// memory is how the installer reaches inferior memory: the Process from
+// the packet goroutine, the Stopped thread from a trap hook (the ptrace
+// goroutine must not wait for itself).
+type memory interface {
+	ReadMemory(addr uint64, buf []byte) (int, error)
+	WriteMemory(addr uint64, data []byte) error
+}
+
+// jumpSite is one placed jump pad.
+type jumpSite struct {
+	tp      *tracing.Tracepoint
+	slot    uint32
+	site    Site
+	pad     *jit.JumpPad
+	heads   map[uint64]uint64 // covered instruction → its relocated copy
+	puns    []uint64          // int3s at covered instruction heads
+	patched bool
+}
+
+// padTrap is the role of an int3 inside a pad.
+type padTrap struct {
+	site *jumpSite
+	kind trapKind
+}
+
+type trapKind int
+
+const (
+	trapFull trapKind = iota // the ring is full: drain, then retry
+	trapPass                 // the hit reached the passcount: drain
+	trapPun                  // a covered instruction head was jumped to
+)
+
+// arena is an area of pad code in the inferior.
+type arena struct {
+	base, used uint64
+}
+
+// New returns an installer for p reporting to e, falling back to traps.
+// logf (may be nil) receives one line per placement decision.
+func New(p *inferior.Process, e *tracing.Engine, traps TrapInstaller, logf func(format string, args ...any)) *Installer {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	in := &Installer{
+		proc: p, engine: e, traps: traps, logf: logf,
+		sites:    map[*tracing.Tracepoint]*jumpSite{},
+		bySlot:   map[uint32]*jumpSite{},
+		padTraps: map[uint64]padTrap{},
+		arenas:   map[uint64]*arena{},
+		viaTrap:  map[*tracing.Tracepoint]bool{},
+	}
+	p.AddTrapHook(in.trapHook)
+	return in
+}
+
+// Install places tp: a jump pad when gdb asked for a fast tracepoint and
+// the location and the actions allow one, a trap otherwise.
+func (in *Installer) Install(tp *tracing.Tracepoint) error {
+	if tp.Fast {
+		err := in.installJump(tp)
+		if err == nil {
+			in.logf("fast tracepoint %d at %#x: jump pad", tp.Num, tp.Addr)
+			return nil
+		}
+		in.logf("fast tracepoint %d at %#x: trap instead of a jump: %v", tp.Num, tp.Addr, err)
+	}
+	if err := in.traps.Install(tp); err != nil {
+		return err
+	}
+	in.mu.Lock()
+	in.viaTrap[tp] = true
+	in.mu.Unlock()
+	return nil
+}
+
+// Remove takes tp out of the inferior. A pad stays mapped (a thread may
+// still be inside it); only the jump goes.
+func (in *Installer) Remove(tp *tracing.Tracepoint) error {
+	in.mu.Lock()
+	if in.viaTrap[tp] {
+		delete(in.viaTrap, tp)
+		in.mu.Unlock()
+		return in.traps.Remove(tp)
+	}
+	s := in.sites[tp]
+	if s == nil {
+		in.mu.Unlock()
+		return nil
+	}
+	delete(in.sites, tp)
+	if len(in.sites) == 0 {
+		in.setActiveLocked(false)
+	}
+	if in.hookMem != nil {
+		// The ptrace goroutine runs our hook: unpatch in Flush.
+		in.pending = append(in.pending, s)
+		in.mu.Unlock()
+		return nil
+	}
+	in.mu.Unlock()
+	return in.unpatch(s)
+}
+
+// Flush finishes removals requested while a trap hook ran. The server
+// calls it whenever the process has stopped.
+func (in *Installer) Flush() {
+	in.traps.Flush()
+	in.mu.Lock()
+	pending := in.pending
+	in.pending = nil
+	in.mu.Unlock()
+	for _, s := range pending {
+		_ = in.unpatch(s)
+	}
+}
+
+func (in *Installer) unpatch(s *jumpSite) error {
+	if !s.patched {
+		return nil
+	}
+	s.patched = false
+	for _, head := range s.puns {
+		in.mu.Lock()
+		delete(in.padTraps, head)
+		in.mu.Unlock()
+		if err := in.proc.RemoveInternalTrap(head); err != nil {
+			return fmt.Errorf("fast tracepoint %d: removing the trap at %#x: %w", s.tp.Num, head, err)
+		}
+	}
+	s.puns = nil
+	if err := in.proc.RemovePatch(s.tp.Addr); err != nil {
+		return fmt.Errorf("fast tracepoint %d at %#x: removing the jump: %w", s.tp.Num, s.tp.Addr, err)
+	}
+	return nil
+}
+
+// setActiveLocked switches collection in every pad on or off.
+func (in *Installer) setActiveLocked(on bool) {
+	if in.ctl == 0 {
+		return
+	}
+	var v [8]byte
+	if on {
+		v[0] = 1
+	}
+	mem := in.memLocked()
+	_ = mem.WriteMemory(in.ctl+jit.CtlActive, v[:])
+}
+
+func (in *Installer) memLocked() memory {
+	if in.hookMem != nil {
+		return in.hookMem
+	}
+	return in.proc
+}
+
+// installJump places tp as a jump pad, or says why it cannot.
+func (in *Installer) installJump(tp *tracing.Tracepoint) error {
+	if tp.StepCount > 0 {
+		return errors.New("while-stepping needs single-steps: traps only")
+	}
+	cond, collect, capBytes, err := compileActions(tp)
+	if err != nil {
+		return err
+	}
+	code := make([]byte, 32)
+	n, err := in.proc.ReadMemory(tp.Addr, code)
+	if n < 16 {
+		return fmt.Errorf("reading the code: %w", err)
+	}
+	site, err := PlanSite(code[:n], tp.Addr)
+	if err != nil {
+		return err
+	}
+
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if err := in.ensureCtlLocked(tp.Addr); err != nil {
+		return err
+	}
+	if in.nextSlot >= maxSlots {
+		return errors.New("tracepoint table full")
+	}
+	slot := in.nextSlot
+
+	// Size the pad, then place it and its relocated tail in an arena.
+	spec := jit.PadSpec{
+		TPAddr: tp.Addr, Ctl: in.ctl, TPIndex: slot,
+		Cond: cond, Collect: collect, CollectCap: capBytes,
+	}
+	probe, err := jit.BuildJumpPadAMD64(spec)
+	if err != nil {
+		return fmt.Errorf("building the pad: %w", err)
+	}
+	padLen := align16(uint64(len(probe.Code)))
+	size := padLen + 16*uint64(len(site.Insns)+1) + 64
+	var base uint64
+	if len(site.Puns) == 0 {
+		base, err = in.arenaSpaceLocked(tp.Addr, size)
+	} else {
+		// The jump's displacement must carry int3 bytes where later
+		// covered instructions start: the pad goes to an address that
+		// makes it so, in memory of its own.
+		base, err = in.punnedPadAddr(site, size)
+	}
+	if err != nil {
+		return err
+	}
+	spec.Addr = base
+	spec.TailAddr = base + padLen
+	pad, err := jit.BuildJumpPadAMD64(spec)
+	if err != nil {
+		return fmt.Errorf("building the pad: %w", err)
+	}
+	if uint64(len(pad.Code)) > padLen {
+		return fmt.Errorf("pad grew from %d to %d bytes when placed", len(probe.Code), len(pad.Code))
+	}
+	tail, heads, err := RelocateRun(site.Insns, spec.TailAddr, tp.Addr+uint64(site.Covered))
+	if err != nil {
+		return fmt.Errorf("relocating the covered instructions: %w", err)
+	}
+	if padLen+uint64(len(tail)) > size {
+		return fmt.Errorf("relocated instructions take %d bytes, %d reserved", len(tail), size-padLen)
+	}
+	img := make([]byte, padLen+uint64(len(tail)))
+	copy(img, pad.Code)
+	for i := len(pad.Code); i < int(padLen); i++ {
+		img[i] = 0xcc
+	}
+	copy(img[padLen:], tail)
+	if err := in.proc.WriteMemory(base, img); err != nil {
+		return fmt.Errorf("writing the pad: %w", err)
+	}
+	if err := in.writeSlotLocked(slot, uint64(tp.PassCount)); err != nil {
+		return err
+	}
+	s := &jumpSite{tp: tp, slot: slot, site: site, pad: pad, heads: heads}
+	for _, t := range []struct {
+		addr uint64
+		kind trapKind
+	}{{pad.FullTrap, trapFull}, {pad.PassTrap, trapPass}} {
+		if err := in.proc.InsertInternalTrap(t.addr); err != nil {
+			return fmt.Errorf("registering the pad's trap: %w", err)
+		}
+		in.padTraps[t.addr] = padTrap{site: s, kind: t.kind}
+	}
+
+	// Threads stopped inside the covered bytes (not at their start) go to
+	// the relocated copies; then the jump goes in.
+	end := tp.Addr + uint64(site.Covered)
+	if err := in.proc.RelocatePCs(func(_ int, pc uint64) (uint64, bool) {
+		if pc > tp.Addr && pc < end {
+			to, ok := heads[pc]
+			return to, ok
+		}
+		return 0, false
+	}); err != nil {
+		return fmt.Errorf("moving threads out of the patched bytes: %w", err)
+	}
+	jmp := make([]byte, 5, site.Covered)
+	jmp[0] = 0xe9
+	binary.LittleEndian.PutUint32(jmp[1:], uint32(int32(int64(base)-int64(tp.Addr+5))))
+	for len(jmp) < site.Covered {
+		jmp = append(jmp, 0xcc) // never executed: the rest of the covered bytes
+	}
+	if err := in.proc.InsertPatch(tp.Addr, jmp); err != nil {
+		return fmt.Errorf("writing the jump: %w", err)
+	}
+	s.patched = true
+	for _, off := range site.Puns {
+		// A thread jumping to a covered instruction other than the first
+		// meets an int3 there; the hook sends it to the relocated copy.
+		head := tp.Addr + uint64(off)
+		if err := in.proc.InsertInternalTrap(head); err != nil {
+			_ = in.unpatch(s)
+			return fmt.Errorf("trapping the covered instruction at %#x: %w", head, err)
+		}
+		s.puns = append(s.puns, head)
+		in.padTraps[head] = padTrap{site: s, kind: trapPun}
+	}
+	in.nextSlot++
+	in.sites[tp] = s
+	in.bySlot[slot] = s
+	in.setActiveLocked(true)
+	return nil
+}
+
+// ensureCtlLocked maps the control block and the ring on first use.
+func (in *Installer) ensureCtlLocked(near uint64) error {
+	if in.ctl != 0 {
+		return nil
+	}
+	base, err := in.proc.AllocateScratch(near, ctlSize+ringSize)
+	if err != nil {
+		return fmt.Errorf("mapping the trace ring: %w", err)
+	}
+	hdr := make([]byte, jit.CtlTPs)
+	binary.LittleEndian.PutUint64(hdr[jit.CtlRingBase:], base+ctlSize)
+	binary.LittleEndian.PutUint64(hdr[jit.CtlRingSize:], ringSize)
+	binary.LittleEndian.PutUint64(hdr[jit.CtlPid:], uint64(in.proc.Pid()))
+	if err := in.proc.WriteMemory(base, hdr); err != nil {
+		return fmt.Errorf("writing the control block: %w", err)
+	}
+	in.ctl, in.ring, in.tail = base, base+ctlSize, 0
+	return nil
+}
+
+// writeSlotLocked initialises tracepoint table entry slot.
+func (in *Installer) writeSlotLocked(slot uint32, passcount uint64) error {
+	e := make([]byte, jit.CtlTPSize)
+	binary.LittleEndian.PutUint64(e[8:], passcount)
+	if err := in.proc.WriteMemory(in.ctl+jit.CtlTPs+uint64(slot)*jit.CtlTPSize, e); err != nil {
+		return fmt.Errorf("writing the tracepoint table: %w", err)
+	}
+	return nil
+}
+
+// arenaSpaceLocked returns size bytes of pad space within rel32 reach of
+// addr.
+func (in *Installer) arenaSpaceLocked(addr, size uint64) (uint64, error) {
+	window := addr >> 30
+	a := in.arenas[window]
+	if a == nil || a.used+size > arenaSize {
+		base, err := in.proc.AllocateScratch(addr, arenaSize)
+		if err != nil {
+			return 0, fmt.Errorf("mapping a pad area: %w", err)
+		}
+		a = &arena{base: base}
+		in.arenas[window] = a
+	}
+	p := a.base + a.used
+	if d := int64(p - addr); d > 1<<31-arenaSize || d < -(1<<31)+arenaSize {
+		return 0, fmt.Errorf("pad area %#x out of jump range of %#x", p, addr)
+	}
+	a.used += align16(size)
+	return p, nil
+}
+
+// punnedPadAddr maps size bytes at the pad address nearest to the site
+// whose jump displacement has the site's forced bytes.
+func (in *Installer) punnedPadAddr(site Site, size uint64) (uint64, error) {
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", in.proc.Pid()))
+	if err != nil {
+		return 0, fmt.Errorf("reading the memory map: %w", err)
+	}
+	mapped, err := ParseMaps(maps)
+	if err != nil {
+		return 0, err
+	}
+	free := FreeRanges(mapped, minMapAddr, maxUserAddr)
+	for attempt := 0; attempt < 4; attempt++ {
+		p, err := FindPadAddr(site, free, size)
+		if err != nil {
+			return 0, err
+		}
+		if err := in.proc.AllocateScratchAt(p, int(size)); err != nil {
+			// Someone mapped it meanwhile: leave that range out.
+			free = FreeRanges(append(mapped, Range{p &^ 4095, (p + size + 4095) &^ 4095}), minMapAddr, maxUserAddr)
+			mapped = append(mapped, Range{p &^ 4095, (p + size + 4095) &^ 4095})
+			continue
+		}
+		return p, nil
+	}
+	return 0, errors.New("could not map a pad at a matching address")
+}
+
+// The user address range pads may use (vm.mmap_min_addr's usual value to
+// the top of 4-level paging's user space).
+const (
+	minMapAddr  = 0x10000
+	maxUserAddr = 0x7ffffffff000
+)
+
+func align16(v uint64) uint64 { return (v + 15) &^ 15 }
+
+// compileActions compiles tp's condition and collection for a pad:
+// everything must compile (no interpreter inside the inferior) and no
+// trace state variable may be used (their values live in the engine).
+func compileActions(tp *tracing.Tracepoint) (cond *jit.Code, collect []*jit.Code, capBytes uint32, err error) {
+	opts := jit.Options{ZeroUnreadable: true}
+	compile := func(what string, e *agentexpr.Expr) (*jit.Code, error) {
+		if len(e.TSVsRead) > 0 || len(e.TSVsWritten) > 0 {
+			return nil, fmt.Errorf("%s uses trace state variables (kept by the stub: traps only)", what)
+		}
+		c, err := jit.Compile(e, "amd64", opts)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		if c.Fallback != "" {
+			return nil, fmt.Errorf("%s needs the interpreter: %s", what, c.Fallback)
+		}
+		return c, nil
+	}
+	if tp.Cond != nil {
+		if cond, err = compile("the condition", tp.Cond); err != nil {
+			return nil, nil, 0, err
+		}
+	}
+	total := uint64(0)
+	for i := range tp.Actions {
+		a := &tp.Actions[i]
+		var e *agentexpr.Expr
+		switch a.Kind {
+		case tracing.ActionRegisters:
+			continue // every record holds the registers
+		case tracing.ActionMemory:
+			e, err = memoryActionExpr(a)
+			if err != nil {
+				return nil, nil, 0, err
+			}
+		case tracing.ActionExpr:
+			e = a.Expr
+		default:
+			return nil, nil, 0, fmt.Errorf("action %q not supported in a pad", a.Text)
+		}
+		c, err := compile(fmt.Sprintf("action %q", a.Text), e)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		collect = append(collect, c)
+		total += collectBound(e)
+	}
+	if total > maxCollectCap {
+		return nil, nil, 0, fmt.Errorf("collects up to %d bytes per hit (pads reserve at most %d)", total, maxCollectCap)
+	}
+	return cond, collect, uint32(total), nil
+}
+
+// memoryActionExpr turns an M action into the bytecode collecting it.
+func memoryActionExpr(a *tracing.Action) (*agentexpr.Expr, error) {
+	var insns []agentexpr.Insn
+	if a.BaseReg >= 0 {
+		insns = append(insns,
+			agentexpr.Insn{Op: agentexpr.OpReg, Imm: uint64(a.BaseReg)},
+			agentexpr.Insn{Op: agentexpr.ConstOp(a.Offset), Imm: a.Offset},
+			agentexpr.Insn{Op: agentexpr.OpAdd})
+	} else {
+		insns = append(insns, agentexpr.Insn{Op: agentexpr.ConstOp(a.Offset), Imm: a.Offset})
+	}
+	insns = append(insns,
+		agentexpr.Insn{Op: agentexpr.ConstOp(a.Len), Imm: a.Len},
+		agentexpr.Insn{Op: agentexpr.OpTrace},
+		agentexpr.Insn{Op: agentexpr.OpEnd})
+	code, err := agentexpr.Encode(nil, insns)
+	if err != nil {
+		return nil, fmt.Errorf("action %q: %w", a.Text, err)
+	}
+	e, err := agentexpr.Parse(code)
+	if err != nil {
+		return nil, fmt.Errorf("action %q: %w", a.Text, err)
+	}
+	if err := agentexpr.Validate(e, agentexpr.Limits{}); err != nil {
+		return nil, fmt.Errorf("action %q: %w", a.Text, err)
+	}
+	return e, nil
+}
+
+// collectBound is an upper bound of the block bytes e appends, assuming
+// unknownCollect for a trace whose length is computed.
+func collectBound(e *agentexpr.Expr) uint64 {
+	const mHeader = 11
+	total := uint64(0)
+	for i, in := range e.Insns {
+		switch in.Op {
+		case agentexpr.OpTraceQuick, agentexpr.OpTrace16:
+			total += mHeader + in.Imm
+		case agentexpr.OpTracev:
+			total += 13
+		case agentexpr.OpTrace, agentexpr.OpTracenz:
+			n := uint64(unknownCollect)
+			if i > 0 && agentexpr.IsConst(e.Insns[i-1].Op) {
+				n = e.Insns[i-1].Imm
+			}
+			total += n + mHeader*(n/65535+1)
+		}
+	}
+	return align16(total)
+}
