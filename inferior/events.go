@@ -37,6 +37,12 @@ func (p *Process) drain() {
 func (p *Process) handleStatus(tid int, ws unix.WaitStatus) {
 	t := p.threads[tid]
 	if t == nil {
+		if isExitEvent(ws) {
+			// A thread we no longer track (one an exec took down) must
+			// not be left in its exit stop.
+			p.releaseExitingThread(tid)
+			return
+		}
 		if ws.Stopped() {
 			// A new thread's first stop can precede its creator's clone
 			// event: remember it.
@@ -129,6 +135,7 @@ func (t *thread) takeSignal() int {
 // rawResume continues or steps t with sig, writing stale debug registers
 // first.
 func (p *Process) rawResume(t *thread, step bool, sig int) error {
+	p.updateOptions(t)
 	if t.drGen != p.drGen {
 		if err := p.writeDebugRegs(t); err == nil {
 			t.drGen = p.drGen
@@ -213,7 +220,9 @@ func (p *Process) handleEvent(t *thread, event int) {
 	case unix.PTRACE_EVENT_CLONE:
 		msg, err := unix.PtraceGetEventMsg(t.tid)
 		if err == nil {
-			nt := &thread{tid: int(msg), resumed: t.resumed, sigstopExpected: true}
+			// The kernel gives an auto-attached thread its creator's
+			// ptrace options.
+			nt := &thread{tid: int(msg), resumed: t.resumed, sigstopExpected: true, optionsGen: t.optionsGen}
 			if p.orphans[nt.tid] {
 				delete(p.orphans, nt.tid)
 				nt.stopped, nt.sigstopExpected = true, false
@@ -233,6 +242,8 @@ func (p *Process) handleEvent(t *thread, event int) {
 		p.resumeThread(t)
 	case unix.PTRACE_EVENT_EXEC:
 		p.onExec(t)
+	case unix.PTRACE_EVENT_EXIT:
+		p.exitEventStop(t)
 	default:
 		p.resumeThread(t)
 	}
@@ -869,6 +880,17 @@ func (p *Process) stepThread(t *thread, sig int) (bool, error) {
 		case s == unix.SIGTRAP && ws.TrapCause() == unix.PTRACE_EVENT_EXEC:
 			p.onExec(t)
 			return false, nil
+		case s == unix.SIGTRAP && ws.TrapCause() == unix.PTRACE_EVENT_EXIT:
+			// It exits instead of completing the step (exit hook set).
+			p.exitEventStop(t)
+			if t.tid == p.pid && len(p.threads) > 1 {
+				// The leader's exit status may be held back until the
+				// other threads, stopped meanwhile, are gone: do not
+				// wait for it here; it is collected like any other
+				// status (or the leader found a zombie).
+				return false, fmt.Errorf("thread %d exited while stepping: %w", t.tid, ErrNoThread)
+			}
+			continue // its exit status comes next
 		case s == unix.SIGTRAP && ws.TrapCause() != 0:
 		case s == unix.SIGTRAP|0x80:
 		case s == unix.SIGTRAP:
@@ -1014,6 +1036,14 @@ func (p *Process) reapKilled() {
 		}
 		if t := p.threads[wpid]; t != nil && (ws.Exited() || ws.Signaled()) {
 			p.handleStatus(wpid, ws)
+		} else if isExitEvent(ws) {
+			// The kernel may stop a SIGKILLed thread at
+			// PTRACE_EVENT_EXIT (exit hook set): let it go on.
+			if t != nil {
+				p.exitEventStop(t)
+			} else {
+				p.releaseExitingThread(wpid)
+			}
 		}
 	}
 	// Reap the remaining zombies quietly.

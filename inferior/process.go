@@ -60,6 +60,18 @@ type Process struct {
 	hook      func(*Stopped) TrapAction
 	trapHooks []func(*Stopped) (TrapAction, bool) // AddTrapHook's, tried before hook
 	faultHook FaultHook
+	// Exit hook (SetExitHook): with traceExit every thread should have
+	// PTRACE_O_TRACEEXIT. baseOptions are the options set at launch or
+	// attach; optionsGen is bumped whenever the options change, and a
+	// thread whose optionsGen differs gets them at its next resumption.
+	exitHook    func(*Stopped)
+	traceExit   bool
+	inExitHook  bool
+	baseOptions int
+	optionsGen  int
+	// exitEventStops counts PTRACE_EVENT_EXIT stops, for tests that check
+	// TRACEEXIT is off without a hook.
+	exitEventStops int
 	// stopAllCalls counts stopAll calls, for tests that check a trap
 	// costs no stop of the other threads.
 	stopAllCalls int
@@ -92,6 +104,7 @@ type thread struct {
 	hookDoneAt  uint64
 	stopPC      uint64 // pc of its reported breakpoint stop: Resume steps over only there
 	interrupted bool   // its last stop is Interrupt's SIGSTOP, reported as SIGINT
+	optionsGen  int    // Process.optionsGen of the ptrace options it has
 	rehit       bool   // an unreported breakpoint hit was dropped: hit it again, no step-over
 }
 
@@ -289,6 +302,7 @@ func (p *Process) launch(o LaunchOptions) error {
 		return err
 	}
 	opts := traceOptions | unix.PTRACE_O_EXITKILL
+	p.baseOptions = opts
 	if err := unix.PtraceSetOptions(pid, opts); err != nil {
 		_ = unix.Kill(pid, unix.SIGKILL)
 		_, _, _ = wait4(pid, 0)
@@ -382,6 +396,7 @@ func Attach(pid int) (*Process, error) {
 
 func (p *Process) attach() error {
 	opts := traceOptions
+	p.baseOptions = opts
 	// Threads may be created while we attach: repeat until a pass over
 	// /proc/PID/task finds nothing new.
 	for {

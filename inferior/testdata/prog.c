@@ -107,6 +107,24 @@ static void *tp_worker(void *arg) {
 	return NULL;
 }
 
+static volatile long spins;
+
+static void *spinner(void *arg) {
+	(void)arg;
+	for (;;) {
+		__atomic_fetch_add(&spins, 1, __ATOMIC_SEQ_CST);
+	}
+	return NULL;
+}
+
+/* exiter ends the process from a non-leader thread while others spin. */
+static void *exiter(void *arg) {
+	(void)arg;
+	usleep(20000);
+	counter = 77;
+	exit(13);
+}
+
 static void *sleeper(void *arg) {
 	(void)arg;
 	for (;;) {
@@ -227,6 +245,14 @@ int main(int argc, char **argv) {
 		for (;;) {
 			pause();
 		}
+	}
+	if (strcmp(mode, "threadexit") == 0) {
+		pthread_t t[3];
+		pthread_create(&t[0], NULL, spinner, NULL);
+		pthread_create(&t[1], NULL, spinner, NULL);
+		pthread_create(&t[2], NULL, exiter, NULL);
+		pthread_join(t[2], NULL);
+		return 99;
 	}
 	if (strcmp(mode, "exec") == 0) {
 		execl(argv[0], argv[0], "exit", (char *)NULL);

@@ -1,0 +1,358 @@
+package inferior
+
+import (
+	"encoding/binary"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// exitRecorder is an exit hook that reads a global of the program at each
+// thread's exit.
+type exitRecorder struct {
+	addr uint64 // the global to read, 0 for none
+	size int    // its size in bytes (4 or 8)
+
+	mu      sync.Mutex
+	tids    []int
+	values  []uint64
+	readErr []error
+	pcs     []uint64
+}
+
+func (r *exitRecorder) hook(s *Stopped) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.tids = append(r.tids, s.Tid())
+	r.pcs = append(r.pcs, s.PC())
+	if r.addr == 0 {
+		return
+	}
+	buf := make([]byte, 8)
+	_, err := s.ReadMemory(r.addr, buf[:r.size])
+	r.readErr = append(r.readErr, err)
+	r.values = append(r.values, binary.LittleEndian.Uint64(buf))
+}
+
+func (r *exitRecorder) calls() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.tids)
+}
+
+// exitEventStopsForTest returns how many PTRACE_EVENT_EXIT stops the
+// process saw.
+func (p *Process) exitEventStopsForTest(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := p.do(func() error { n = p.exitEventStops; return nil }); err != nil {
+		t.Fatalf("reading the exit event count: %v", err)
+	}
+	return n
+}
+
+// runToExit resumes the process until it exits, passing signals on.
+func runToExit(t *testing.T, p *Process) StopEvent {
+	t.Helper()
+	for i := 0; i < 100; i++ {
+		resumeAll(t, p)
+		ev := wait(t, p)
+		if ev.Kind == Exited || ev.Kind == Killed {
+			return ev
+		}
+		if ev.Kind == SignalStop && ev.Signal != int(unix.SIGTRAP) {
+			if err := p.Resume([]Action{{Tid: ev.Tid, Signal: ev.Signal}, {Tid: -1}}); err != nil {
+				t.Fatal(err)
+			}
+			if ev = wait(t, p); ev.Kind == Exited || ev.Kind == Killed {
+				return ev
+			}
+		}
+	}
+	t.Fatal("the program did not exit")
+	return StopEvent{}
+}
+
+// TestExitHookReadsFinalValue: the hook sees the value a program wrote
+// into a global just before exiting; with the hook cleared again, or never
+// set, no thread stops at PTRACE_EVENT_EXIT.
+func TestExitHookReadsFinalValue(t *testing.T) {
+	tests := []struct {
+		mode     string
+		global   string
+		size     int
+		setHook  bool
+		clearIt  bool
+		code     int
+		want     uint64
+		wantHook bool
+	}{
+		{mode: "watch", global: "watched", size: 8, setHook: true, code: 0x34, want: 0x1234, wantHook: true},
+		{mode: "bp", global: "counter", size: 4, setHook: true, code: 6, want: 6, wantHook: true},
+		{mode: "watch", global: "watched", size: 8, setHook: true, clearIt: true, code: 0x34},
+		{mode: "bp", global: "counter", size: 4, code: 6},
+	}
+	for _, tt := range tests {
+		name := tt.mode
+		switch {
+		case tt.clearIt:
+			name += "/cleared"
+		case !tt.setHook:
+			name += "/nohook"
+		}
+		t.Run(name, func(t *testing.T) {
+			p := launch(t, tt.mode)
+			runToMain(t, p)
+			rec := &exitRecorder{addr: symbol(t, p, tt.global), size: tt.size}
+			// The value before the program writes it: the hook must see
+			// the final one, not this.
+			var before [8]byte
+			if _, err := p.ReadMemory(rec.addr, before[:tt.size]); err != nil {
+				t.Fatal(err)
+			}
+			if got := binary.LittleEndian.Uint64(before[:]); got == tt.want && tt.wantHook {
+				t.Fatalf("%s is already %#x at main", tt.global, got)
+			}
+			if tt.setHook {
+				p.SetExitHook(rec.hook)
+			}
+			if tt.clearIt {
+				p.SetExitHook(nil)
+			}
+			ev := runToExit(t, p)
+			if ev.Kind != Exited || ev.ExitCode != tt.code {
+				t.Errorf("end %+v, want exit code %d", ev, tt.code)
+			}
+			stops := p.exitEventStopsForTest(t)
+			if !tt.wantHook {
+				if rec.calls() != 0 || stops != 0 {
+					t.Errorf("without a hook: %d hook calls, %d exit event stops, want none", rec.calls(), stops)
+				}
+				return
+			}
+			if rec.calls() != 1 || stops != 1 {
+				t.Fatalf("%d hook calls, %d exit event stops, want 1 (single-threaded)", rec.calls(), stops)
+			}
+			if rec.tids[0] != p.Pid() {
+				t.Errorf("hook ran for thread %d, want %d", rec.tids[0], p.Pid())
+			}
+			if rec.readErr[0] != nil {
+				t.Fatalf("reading %s at exit: %v", tt.global, rec.readErr[0])
+			}
+			if rec.values[0] != tt.want {
+				t.Errorf("%s at exit %#x, want %#x", tt.global, rec.values[0], tt.want)
+			}
+			if rec.pcs[0] == 0 {
+				t.Error("the hook's Stopped has no pc")
+			}
+		})
+	}
+}
+
+// TestExitHookThreadExit: a non-leader thread calls exit() while two
+// others spin; every thread was created after the hook was set (they
+// inherit PTRACE_O_TRACEEXIT), and the exiting thread's hook sees the
+// value it stored.
+func TestExitHookThreadExit(t *testing.T) {
+	p := launch(t, "threadexit")
+	runToMain(t, p)
+	rec := &exitRecorder{addr: symbol(t, p, "counter"), size: 4}
+	p.SetExitHook(rec.hook)
+	ev := runToExit(t, p)
+	if ev.Kind != Exited || ev.ExitCode != 13 {
+		t.Fatalf("end %+v, want exit code 13", ev)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	t.Logf("hook calls for threads %v (leader %d), values %v", rec.tids, p.Pid(), rec.values)
+	if len(rec.tids) == 0 {
+		t.Fatal("the hook never ran")
+	}
+	sawExiter := false
+	for i, tid := range rec.tids {
+		if rec.readErr[i] != nil {
+			t.Errorf("thread %d: reading counter at exit: %v", tid, rec.readErr[i])
+			continue
+		}
+		if tid != p.Pid() && rec.values[i] == 77 {
+			sawExiter = true
+		}
+	}
+	if !sawExiter {
+		t.Errorf("no hook call from a non-leader thread saw counter 77: threads %v values %v", rec.tids, rec.values)
+	}
+}
+
+// TestExitHookKill: Kill never hangs with the hook set, whether the
+// process runs or is stopped.
+func TestExitHookKill(t *testing.T) {
+	for _, running := range []bool{true, false} {
+		name := "stopped"
+		if running {
+			name = "running"
+		}
+		t.Run(name, func(t *testing.T) {
+			p := launch(t, "sleep")
+			runToMain(t, p)
+			rec := &exitRecorder{}
+			p.SetExitHook(rec.hook)
+			// Let the second thread start, and stop again.
+			resumeAll(t, p)
+			time.Sleep(20 * time.Millisecond)
+			p.Interrupt()
+			if ev := wait(t, p); ev.Kind != SignalStop {
+				t.Fatalf("interrupt: %+v", ev)
+			}
+			if n := len(p.Threads()); n != 2 {
+				t.Fatalf("%d threads, want 2", n)
+			}
+			done := make(chan StopEvent, 1)
+			if running {
+				resumeAll(t, p)
+				go func() {
+					ev, _ := p.Wait()
+					done <- ev
+				}()
+				time.Sleep(10 * time.Millisecond)
+			}
+			killed := make(chan error, 1)
+			go func() { killed <- p.Kill() }()
+			select {
+			case err := <-killed:
+				if err != nil {
+					t.Fatalf("Kill: %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Kill hung with an exit hook set")
+			}
+			if running {
+				select {
+				case ev := <-done:
+					if ev.Kind != Killed {
+						t.Errorf("Wait after Kill: %+v", ev)
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatal("Wait did not return after Kill")
+				}
+			}
+			if _, err := p.ReadMemory(0x1000, make([]byte, 4)); err == nil {
+				t.Error("ReadMemory after Kill succeeded")
+			}
+			t.Logf("%d hook calls during Kill", rec.calls())
+		})
+	}
+}
+
+// TestExitHookExec: exec (from the leader or from another thread) works
+// with the hook set, and the hook still runs at the new image's exit.
+func TestExitHookExec(t *testing.T) {
+	for _, mode := range []string{"exec", "threadexec"} {
+		t.Run(mode, func(t *testing.T) {
+			p := launch(t, mode)
+			runToMain(t, p)
+			rec := &exitRecorder{}
+			p.SetExitHook(rec.hook)
+			resumeAll(t, p)
+			ev := wait(t, p)
+			if !ev.Exec || ev.Tid != p.Pid() {
+				t.Fatalf("event %+v, want an exec stop of %d", ev, p.Pid())
+			}
+			if tids := p.Threads(); len(tids) != 1 || tids[0] != p.Pid() {
+				t.Errorf("threads after exec %v", tids)
+			}
+			atExec := rec.calls()
+			resumeAll(t, p)
+			if ev := wait(t, p); ev.Kind != Exited || ev.ExitCode != 42 {
+				t.Fatalf("end %+v", ev)
+			}
+			if got := rec.calls() - atExec; got != 1 {
+				t.Errorf("%d hook calls at the new image's exit, want 1", got)
+			}
+			rec.mu.Lock()
+			if last := rec.tids[len(rec.tids)-1]; last != p.Pid() {
+				t.Errorf("last hook call for thread %d, want %d", last, p.Pid())
+			}
+			rec.mu.Unlock()
+		})
+	}
+}
+
+// TestExitHookStepOverExitGroup: the thread being stepped over a
+// breakpoint on exit_group stops at PTRACE_EVENT_EXIT instead of
+// completing the step; the hook runs and the exit is reported.
+func TestExitHookStepOverExitGroup(t *testing.T) {
+	p := launch(t, "exitgroup")
+	runToMain(t, p)
+	rec := &exitRecorder{}
+	p.SetExitHook(rec.hook)
+	sc := symbol(t, p, "exit_syscall")
+	if err := p.InsertBreakpoint(SoftwareBreakpoint, sc, 1); err != nil {
+		t.Fatal(err)
+	}
+	resumeAll(t, p)
+	if ev := wait(t, p); ev.Reason != "swbreak" || ev.Tid != p.Pid() {
+		t.Fatalf("event %+v", ev)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.Resume([]Action{{Tid: -1}}) }()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, ErrNoThread) {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Resume hung stepping over exit_group")
+	}
+	if ev := wait(t, p); ev.Kind != Exited || ev.ExitCode != 5 {
+		t.Errorf("end %+v, want exit 5", ev)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	sawLeader := false
+	for _, tid := range rec.tids {
+		sawLeader = sawLeader || tid == p.Pid()
+	}
+	if !sawLeader {
+		t.Errorf("hook calls for %v, want one for the leader %d (it called exit_group)", rec.tids, p.Pid())
+	}
+}
+
+// TestExitHookDetach: detaching with the hook set leaves the process
+// running normally (it exits on its own, untraced).
+func TestExitHookDetach(t *testing.T) {
+	p := launch(t, "sleep")
+	runToMain(t, p)
+	rec := &exitRecorder{}
+	p.SetExitHook(rec.hook)
+	resumeAll(t, p)
+	time.Sleep(20 * time.Millisecond)
+	p.Interrupt()
+	if ev := wait(t, p); ev.Kind != SignalStop {
+		t.Fatalf("interrupt: %+v", ev)
+	}
+	pid := p.Pid()
+	if err := p.Detach(); err != nil {
+		t.Fatalf("Detach: %v", err)
+	}
+	// Detached, the program runs; kill it and make sure it goes away
+	// without stopping at an exit event nobody would answer.
+	if err := unix.Kill(pid, unix.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if st := threadState(pid, pid); st == 'Z' || st == 'X' {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("detached process %d state %c after SIGKILL", pid, threadState(pid, pid))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if rec.calls() != 0 {
+		t.Errorf("%d hook calls after Detach, want 0", rec.calls())
+	}
+}
