@@ -124,6 +124,11 @@ func RelocateInsn(in Insn, to uint64) ([]byte, error) {
 		return code, nil
 	case KindLoopRel8:
 		// prefixes (67h: use ecx) are kept: op +2; jmp +5; jmp rel32 target
+		for _, p := range in.Bytes[:in.PrefixLen] {
+			if p != 0x67 && p != 0x2e && p != 0x3e {
+				return nil, fmt.Errorf("relocate %#x: %w: prefix %#02x on %v", in.Addr, ErrNotRelocatable, p, in.Kind)
+			}
+		}
 		code := append([]byte(nil), in.Bytes[:in.Len-1]...)
 		code = append(code, 0x02, 0xeb, 0x05)
 		code, err := appendJmpRel32(code, to+uint64(len(code)), in.Target)

@@ -127,6 +127,11 @@ func TestRelocateInsnEncodings(t *testing.T) {
 				t.Errorf("far jump to %#x, want %#x", branchTarget(t, got[2], to), from+2-0x10)
 			}
 		}},
+		{"jecxz rel8 (67h kept)", []byte{0x67, 0xe3, 0x10}, []x86asm.Op{x86asm.JECXZ, x86asm.JMP, x86asm.JMP}, func(t *testing.T, in Insn, got []x86asm.Inst) {
+			if got[0].Len != 3 || branchTarget(t, got[0], to) != to+5 || branchTarget(t, got[2], to) != from+0x13 {
+				t.Errorf("emitted %v: hop to %#x, far jump to %#x", got, branchTarget(t, got[0], to), branchTarget(t, got[2], to))
+			}
+		}},
 		{"ret", []byte{0xc3}, []x86asm.Op{x86asm.RET}, nil},
 		{"syscall", []byte{0x0f, 0x05}, []x86asm.Op{x86asm.SYSCALL}, nil},
 		{"jmp [rip+x]", []byte{0xff, 0x25, 0x10, 0, 0, 0}, []x86asm.Op{x86asm.JMP}, func(t *testing.T, in Insn, got []x86asm.Inst) {
@@ -177,6 +182,7 @@ func TestRelocateInsnRefuses(t *testing.T) {
 		{"call 3 GB away", []byte{0xe8, 0, 0, 0, 0}, from + 3<<30, ErrOutOfReach},
 		{"call [rip] 3 GB away", []byte{0xff, 0x15, 0, 0, 0, 0}, from + 3<<30, ErrOutOfReach},
 		{"data16 jmp rel8", []byte{0x66, 0xeb, 0x00}, from + 0x1000, ErrNotRelocatable},
+		{"data16 loop", []byte{0x66, 0xe2, 0x00}, from + 0x1000, ErrNotRelocatable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
