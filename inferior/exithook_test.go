@@ -2,7 +2,6 @@ package inferior
 
 import (
 	"encoding/binary"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -281,42 +280,60 @@ func TestExitHookExec(t *testing.T) {
 }
 
 // TestExitHookStepOverExitGroup: the thread being stepped over a
-// breakpoint on exit_group stops at PTRACE_EVENT_EXIT instead of
-// completing the step; the hook runs and the exit is reported.
+// breakpoint on exit_group (the leader with another thread alive, or a
+// non-leader) stops at PTRACE_EVENT_EXIT instead of completing the step;
+// the hook runs for it and the exit is reported.
 func TestExitHookStepOverExitGroup(t *testing.T) {
-	p := launch(t, "exitgroup")
-	runToMain(t, p)
-	rec := &exitRecorder{}
-	p.SetExitHook(rec.hook)
-	sc := symbol(t, p, "exit_syscall")
-	if err := p.InsertBreakpoint(SoftwareBreakpoint, sc, 1); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		mode   string
+		leader bool // the leader calls exit_group
+		code   int
+	}{
+		{mode: "exitgroup", leader: true, code: 5},
+		{mode: "threadexitgroup", leader: false, code: 6},
 	}
-	resumeAll(t, p)
-	if ev := wait(t, p); ev.Reason != "swbreak" || ev.Tid != p.Pid() {
-		t.Fatalf("event %+v", ev)
-	}
-	done := make(chan error, 1)
-	go func() { done <- p.Resume([]Action{{Tid: -1}}) }()
-	select {
-	case err := <-done:
-		if err != nil && !errors.Is(err, ErrNoThread) {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Resume hung stepping over exit_group")
-	}
-	if ev := wait(t, p); ev.Kind != Exited || ev.ExitCode != 5 {
-		t.Errorf("end %+v, want exit 5", ev)
-	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	sawLeader := false
-	for _, tid := range rec.tids {
-		sawLeader = sawLeader || tid == p.Pid()
-	}
-	if !sawLeader {
-		t.Errorf("hook calls for %v, want one for the leader %d (it called exit_group)", rec.tids, p.Pid())
+	for _, tt := range tests {
+		t.Run(tt.mode, func(t *testing.T) {
+			p := launch(t, tt.mode)
+			runToMain(t, p)
+			rec := &exitRecorder{}
+			p.SetExitHook(rec.hook)
+			sc := symbol(t, p, "exit_syscall")
+			if err := p.InsertBreakpoint(SoftwareBreakpoint, sc, 1); err != nil {
+				t.Fatal(err)
+			}
+			resumeAll(t, p)
+			ev := wait(t, p)
+			if ev.Reason != "swbreak" || (ev.Tid == p.Pid()) != tt.leader {
+				t.Fatalf("event %+v (leader %d)", ev, p.Pid())
+			}
+			stepper := ev.Tid
+			if n := len(p.Threads()); n != 2 {
+				t.Fatalf("%d threads, want 2", n)
+			}
+			done := make(chan error, 1)
+			go func() { done <- p.Resume([]Action{{Tid: -1}}) }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Resume hung stepping over exit_group")
+			}
+			if ev := wait(t, p); ev.Kind != Exited || ev.ExitCode != tt.code {
+				t.Errorf("end %+v, want exit %d", ev, tt.code)
+			}
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			sawStepper := false
+			for _, tid := range rec.tids {
+				sawStepper = sawStepper || tid == stepper
+			}
+			if !sawStepper {
+				t.Errorf("hook calls for %v, want one for thread %d (it called exit_group)", rec.tids, stepper)
+			}
+		})
 	}
 }
 
@@ -354,5 +371,74 @@ func TestExitHookDetach(t *testing.T) {
 	}
 	if rec.calls() != 0 {
 		t.Errorf("%d hook calls after Detach, want 0", rec.calls())
+	}
+}
+
+// TestExitHookThreadsWithBreakpoints: worker threads exit while others
+// keep hitting a breakpoint, so exit events turn up while every thread is
+// being stopped; every thread's exit runs the hook, no hit is lost.
+func TestExitHookThreadsWithBreakpoints(t *testing.T) {
+	p := launch(t, "threads")
+	runToMain(t, p)
+	rec := &exitRecorder{}
+	p.SetExitHook(rec.hook)
+	hit := symbol(t, p, "hit")
+	if err := p.InsertBreakpoint(SoftwareBreakpoint, hit, 1); err != nil {
+		t.Fatal(err)
+	}
+	hits := 0
+	for {
+		resumeAll(t, p)
+		ev := wait(t, p)
+		if ev.Kind == Exited {
+			if ev.ExitCode != 50 {
+				t.Errorf("exit code %d, want 50", ev.ExitCode)
+			}
+			break
+		}
+		if ev.Kind != SignalStop || ev.Reason != "swbreak" {
+			t.Fatalf("event %+v", ev)
+		}
+		hits++
+	}
+	if hits != 20 {
+		t.Errorf("%d breakpoint hits, want 20", hits)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	seen := map[int]bool{}
+	for _, tid := range rec.tids {
+		if seen[tid] {
+			t.Errorf("hook ran twice for thread %d", tid)
+		}
+		seen[tid] = true
+	}
+	// Four workers and the leader.
+	if len(seen) != 5 || !seen[p.Pid()] {
+		t.Errorf("hook ran for threads %v, want the leader %d and 4 workers", rec.tids, p.Pid())
+	}
+}
+
+// TestExitHookClose: Close of a running launched program with the hook
+// set kills it without hanging.
+func TestExitHookClose(t *testing.T) {
+	p := launch(t, "threadexit")
+	runToMain(t, p)
+	rec := &exitRecorder{}
+	p.SetExitHook(rec.hook)
+	if err := p.Resume([]Action{{Tid: -1}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	pid := p.Pid()
+	closed := make(chan struct{})
+	go func() { p.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close hung with an exit hook set")
+	}
+	if st := threadState(pid, pid); st != 'X' && st != 'Z' {
+		t.Errorf("process %d in state %c after Close", pid, st)
 	}
 }

@@ -125,6 +125,14 @@ static void *exiter(void *arg) {
 	exit(13);
 }
 
+/* group_exiter calls exit_group (at exit_syscall) from a non-leader thread. */
+static void *group_exiter(void *arg) {
+	(void)arg;
+	usleep(10000);
+	raw_exit_group(6);
+	return NULL;
+}
+
 static void *sleeper(void *arg) {
 	(void)arg;
 	for (;;) {
@@ -253,6 +261,13 @@ int main(int argc, char **argv) {
 		pthread_create(&t[2], NULL, exiter, NULL);
 		pthread_join(t[2], NULL);
 		return 99;
+	}
+	if (strcmp(mode, "threadexitgroup") == 0) {
+		pthread_t t;
+		pthread_create(&t, NULL, group_exiter, NULL);
+		for (;;) {
+			pause();
+		}
 	}
 	if (strcmp(mode, "exec") == 0) {
 		execl(argv[0], argv[0], "exit", (char *)NULL);
