@@ -72,6 +72,15 @@
 // anything else: code the stub placed in the process can have a bad load
 // turned into a jump to its error path, silently, instead of a crash.
 //
+// # Exit hook
+//
+// SetExitHook asks for PTRACE_O_TRACEEXIT: each exiting thread stops at
+// PTRACE_EVENT_EXIT while the process memory still exists, the hook runs
+// with a *Stopped for it (to drain data the stub keeps inside the
+// process), and the thread is let go to finish exiting. Every wait loop
+// (event handling, single-steps, stopping all threads, Kill) lets such a
+// stop go at once; without a hook the option is never set.
+//
 // # Forks and exec
 //
 // Forked children are not debugged (gdb's follow-fork-mode parent): the

@@ -2,6 +2,7 @@ package inferior
 
 import (
 	"encoding/binary"
+	"os/exec"
 	"sync"
 	"testing"
 	"time"
@@ -440,5 +441,62 @@ func TestExitHookClose(t *testing.T) {
 	}
 	if st := threadState(pid, pid); st != 'X' && st != 'Z' {
 		t.Errorf("process %d in state %c after Close", pid, st)
+	}
+}
+
+// TestExitHookAttachedFatalSignal: in an attached process, a fatal signal
+// (SIGTERM passed on by the debugger) takes the process down through the
+// hook, which still sees the program's memory; the end is reported as
+// before.
+func TestExitHookAttachedFatalSignal(t *testing.T) {
+	prog := testProgram(t)
+	cmd := exec.Command(prog, "sleep")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if tids, _ := taskTids(cmd.Process.Pid); len(tids) >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the program did not start its thread")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	p, err := Attach(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	rec := &exitRecorder{addr: symbol(t, p, "counter"), size: 4}
+	p.SetExitHook(rec.hook)
+	if err := unix.Kill(cmd.Process.Pid, unix.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	resumeAll(t, p)
+	ev := wait(t, p)
+	if ev.Kind != SignalStop || ev.Signal != int(unix.SIGTERM) {
+		t.Fatalf("event %+v, want the SIGTERM stop", ev)
+	}
+	if err := p.Resume([]Action{{Tid: ev.Tid, Signal: ev.Signal}, {Tid: -1}}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := wait(t, p); ev.Kind != Killed || ev.Signal != int(unix.SIGTERM) {
+		t.Errorf("end %+v, want killed by SIGTERM", ev)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.tids) == 0 {
+		t.Fatal("the hook never ran")
+	}
+	for i, tid := range rec.tids {
+		if rec.readErr[i] != nil || rec.values[i] == 0 {
+			t.Errorf("thread %d: counter at exit %d (%v), want the program's non-zero count", tid, rec.values[i], rec.readErr[i])
+		}
 	}
 }
