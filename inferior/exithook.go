@@ -16,11 +16,13 @@ import "golang.org/x/sys/unix"
 // hook the thread is continued (no signal) and finishes exiting; its exit,
 // and the process's, are reported exactly as without a hook.
 //
-// The hook may run several times per process, once for each exiting
-// thread; when the whole process exits, the memory is intact for at least
-// the last of them. A thread killed by SIGKILL (Kill, or a fatal signal)
-// may or may not stop at PTRACE_EVENT_EXIT, depending on the kernel: the
-// hook cannot be relied upon then.
+// The hook may run several times per process, at most once for each
+// exiting thread, and the memory is intact during every call. The thread
+// that ends the process (calling exit_group, or taking a fatal signal)
+// always stops; the threads the kernel then takes down with SIGKILL, and
+// the threads of a process killed with SIGKILL (Kill), may or may not
+// stop, depending on timing and kernel version: the hook cannot be relied
+// upon for them.
 //
 // The option is set at once on every stopped thread (normally all of
 // them: SetExitHook is called while the process is stopped); a thread that

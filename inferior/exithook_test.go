@@ -500,3 +500,43 @@ func TestExitHookAttachedFatalSignal(t *testing.T) {
 		}
 	}
 }
+
+// TestExitHookSetWhileRunning: set while the threads run, the option
+// reaches them at their next resumption; their exits then run the hook.
+func TestExitHookSetWhileRunning(t *testing.T) {
+	p := launch(t, "sleep")
+	runToMain(t, p)
+	resumeAll(t, p)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(p.Threads()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the program did not start its thread")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	rec := &exitRecorder{addr: symbol(t, p, "counter"), size: 4}
+	p.SetExitHook(rec.hook) // no Wait pending: served while running
+	p.Interrupt()
+	if ev := wait(t, p); ev.Kind != SignalStop || ev.Signal != int(unix.SIGINT) {
+		t.Fatalf("interrupt: %+v", ev)
+	}
+	if err := unix.Kill(p.Pid(), unix.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	ev := runToExit(t, p)
+	if ev.Kind != Killed || ev.Signal != int(unix.SIGTERM) {
+		t.Errorf("end %+v, want killed by SIGTERM", ev)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	// The thread that takes the fatal signal stops at its exit; the
+	// other one, killed by the kernel, may or may not.
+	if len(rec.tids) == 0 {
+		t.Fatal("the hook never ran: the deferred option was not set")
+	}
+	for i, tid := range rec.tids {
+		if rec.readErr[i] != nil || rec.values[i] == 0 {
+			t.Errorf("thread %d: counter at exit %d (%v)", tid, rec.values[i], rec.readErr[i])
+		}
+	}
+}
