@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"gotpstub/tdesc"
 )
 
 // exitRecorder is an exit hook that reads a global of the program at each
@@ -92,6 +94,9 @@ func TestExitHookReadsFinalValue(t *testing.T) {
 	}{
 		{mode: "watch", global: "watched", size: 8, setHook: true, code: 0x34, want: 0x1234, wantHook: true},
 		{mode: "bp", global: "counter", size: 4, setHook: true, code: 6, want: 6, wantHook: true},
+		// The forked child inherits PTRACE_O_TRACEEXIT but is detached
+		// before it exits: only the parent's exit runs the hook.
+		{mode: "fork", global: "counter", size: 4, setHook: true, code: 11, want: 2, wantHook: true},
 		{mode: "watch", global: "watched", size: 8, setHook: true, clearIt: true, code: 0x34},
 		{mode: "bp", global: "counter", size: 4, code: 6},
 	}
@@ -538,5 +543,63 @@ func TestExitHookSetWhileRunning(t *testing.T) {
 		if rec.readErr[i] != nil || rec.values[i] == 0 {
 			t.Errorf("thread %d: counter at exit %d (%v)", tid, rec.values[i], rec.readErr[i])
 		}
+	}
+}
+
+// TestExitHookWithInternalTraps: threads hit an internal trap 400 times
+// while others exit; whether the trap hook emulates the instruction or
+// leaves it to be stepped in place (stopping every thread), no hit is
+// lost and each thread's exit runs the exit hook once, the last seeing
+// the final count.
+func TestExitHookWithInternalTraps(t *testing.T) {
+	for _, emulate := range []bool{true, false} {
+		name := "in-place"
+		if emulate {
+			name = "emulated"
+		}
+		t.Run(name, func(t *testing.T) {
+			p := launch(t, "tp")
+			runToMain(t, p)
+			site := symbol(t, p, "tp_nop")
+			rec := &exitRecorder{addr: symbol(t, p, "counter"), size: 4}
+			p.SetExitHook(rec.hook)
+			hits := 0
+			p.SetTrapHook(func(s *Stopped) TrapAction {
+				hits++
+				if emulate {
+					r, err := s.Registers()
+					if err == nil {
+						_ = r.SetUint64(tdesc.RIP, site+1)
+						_ = s.SetRegisters(r)
+					}
+				}
+				return TrapResume
+			})
+			if err := p.InsertInternalTrap(site); err != nil {
+				t.Fatal(err)
+			}
+			resumeAll(t, p)
+			if ev := wait(t, p); ev.Kind != Exited || ev.ExitCode != 400&0xff {
+				t.Fatalf("end %+v", ev)
+			}
+			if hits != 400 {
+				t.Errorf("%d trap hits, want 400", hits)
+			}
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			seen := map[int]bool{}
+			for _, tid := range rec.tids {
+				if seen[tid] {
+					t.Errorf("exit hook ran twice for thread %d", tid)
+				}
+				seen[tid] = true
+			}
+			if len(seen) != 5 {
+				t.Errorf("exit hook ran for threads %v, want 5", rec.tids)
+			}
+			if n := len(rec.values); n == 0 || rec.values[n-1] != 400 || rec.tids[n-1] != p.Pid() {
+				t.Errorf("last exit hook call: threads %v values %v, want the leader %d seeing 400", rec.tids, rec.values, p.Pid())
+			}
+		})
 	}
 }
