@@ -6,8 +6,8 @@ import "golang.org/x/sys/unix"
 // to exit (nil: none, the default).
 //
 // With a hook set every thread is traced with PTRACE_O_TRACEEXIT: a thread
-// that exits (returns from its start routine, calls exit or exit_group, or
-// is taken down by another thread's exit_group) stops first at
+// that exits (returns from its start routine, calls exit or exit_group,
+// or, see below, is taken down by another thread) stops first at
 // PTRACE_EVENT_EXIT, while the process memory and the thread's registers
 // are still there. The hook then runs on the ptrace goroutine with a
 // *Stopped for that thread: its ReadMemory, WriteMemory and Registers
@@ -18,16 +18,18 @@ import "golang.org/x/sys/unix"
 //
 // The hook may run several times per process, at most once for each
 // exiting thread, and the memory is intact during every call. The thread
-// that ends the process (calling exit_group, or taking a fatal signal)
-// always stops; the threads the kernel then takes down with SIGKILL, and
-// the threads of a process killed with SIGKILL (Kill), may or may not
-// stop, depending on timing and kernel version: the hook cannot be relied
-// upon for them.
+// that ends the process (calling exit_group, or taking a fatal signal
+// other than SIGKILL) stops, unless a SIGKILL reaches it first. The
+// threads the kernel then takes down with SIGKILL, and the threads of a
+// process killed with SIGKILL (Kill), may or may not stop, depending on
+// timing and kernel version: the hook cannot be relied upon for them.
 //
 // The option is set at once on every stopped thread (normally all of
 // them: SetExitHook is called while the process is stopped); a thread that
 // is running at the time gets it at its next resumption, so its exit is
-// seen only after it has stopped once. Threads created later inherit the
+// seen only after it has stopped once. (While a Wait is pending on a
+// running process the call, like every method but Interrupt and Kill,
+// is served only after the next event.) Threads created later inherit the
 // option from their creator (the kernel copies the tracer's options to
 // threads auto-attached through PTRACE_O_TRACECLONE). Setting nil turns
 // PTRACE_O_TRACEEXIT off again the same way. Without a hook the process

@@ -15,8 +15,10 @@ import (
 )
 
 // Stopped is a thread stopped at an internal trap, handed to the trap
-// hook on the ptrace goroutine. Its methods call ptrace directly; it is
-// valid only during the hook call.
+// hook on the ptrace goroutine, or a thread stopped at its exit, handed to
+// the exit hook (SetExitHook; PC is then the thread's pc, and SingleStep
+// must not be used). Its methods call ptrace directly; it is valid only
+// during the hook call.
 type Stopped struct {
 	p    *Process
 	t    *thread
