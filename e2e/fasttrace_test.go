@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -169,4 +170,94 @@ print id`)
 		t.Errorf("collected %d frames, program counted %d hits", frames, programHits)
 	}
 	mustMatch(t, out, `\$1 = [1-4]\n`)
+}
+
+func TestFastTracePunnedLoopHead(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver needs its in-process agent library for ftrace")
+	}
+	prog := buildProgram(t, "trace")
+	// pun_site is a 2-byte mov followed by the loop head the loop jumps
+	// back to: the jump covers that head, which becomes an int3 pun.
+	out, stub := fastSession(t, prog, []string{strconv.Itoa(traceIterations)}, `
+ftrace *pun_site
+actions
+collect $regs
+end`, "trace_done", `
+tstatus
+`+frameLoop(`printf "pun rip_ok=%d rdi=%ld\n", $rip == (long)&pun_site, $rdi`))
+	mustPlaceJump(t, stub, 2)
+	if !waitFor(5*time.Second, func() bool { return strings.Contains(stub.output.String(), "pun_fn results") }) {
+		t.Fatalf("program did not finish; stub output:\n%s", stub.output.String())
+	}
+	mustContain(t, stub.output.String(), "pun_fn results OK", "asm_worker results OK")
+	if n := framesCollected(t, out); n != traceIterations {
+		t.Errorf("collected %d frames, want %d (one per call, none per loop turn)", n, traceIterations)
+	}
+	for i := range traceIterations {
+		mustContain(t, out, fmt.Sprintf("pun rip_ok=1 rdi=%d\n", i+1))
+	}
+}
+
+func TestFastTraceMixedWithTraps(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver needs its in-process agent library for ftrace")
+	}
+	prog := buildProgram(t, "trace")
+	// A trap and a jump at different places: frames in the order of the
+	// hits. A trap and a jump at one address: both become traps and both
+	// collect.
+	out, stub := fastSession(t, prog, []string{strconv.Itoa(traceIterations)}, `
+trace traced_function
+ftrace *at_call
+ftrace traced_function`, "trace_done", `
+tstatus
+`+frameLoop(`printf "seq %d\n", $tracepoint`))
+	mustPlaceJump(t, stub, 3)
+	mustMatch(t, stub.output.String(), `fast tracepoint 4 at 0x[0-9a-f]+: trap instead of a jump: another tracepoint shares its bytes`)
+	if n := framesCollected(t, out); n != 3*traceIterations {
+		t.Errorf("collected %d frames, want %d", n, 3*traceIterations)
+	}
+	var seq []string
+	for _, m := range regexp.MustCompile(`seq (\d+)\n`).FindAllStringSubmatch(out, -1) {
+		seq = append(seq, m[1])
+	}
+	want := strings.Repeat("2 4 3 ", traceIterations)
+	if got := strings.Join(seq, " ") + " "; got != want {
+		t.Errorf("frame order by tracepoint:\n got %s\nwant %s", got, want)
+	}
+}
+
+func TestFastTraceFramesSurviveExit(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver needs its in-process agent library for ftrace")
+	}
+	prog := buildProgram(t, "trace")
+	// No stop between tstart and the program's exit: the hits are still
+	// in the in-inferior ring when it exits, and must reach the buffer.
+	s := startStub(t, []string{"--once", "--multi", "--debug"})
+	tfile := filepath.Join(t.TempDir(), "exit.tf")
+	out := runGDB(t, gdbSession{program: prog, commands: []string{
+		"target extended-remote " + s.target(),
+		"set remote exec-file " + prog,
+		"break main",
+		"run",
+		"ftrace traced_function",
+		"actions\ncollect n\nend",
+		"tstart",
+		"continue",
+		"tstatus",
+		// gdb browses frames only with a live process or a trace file.
+		"tsave " + tfile,
+		"target tfile " + tfile,
+		frameLoop(`printf "exit frame n=%d\n", n`),
+	}})
+	mustPlaceJump(t, s, 2)
+	mustContain(t, out, "exited normally")
+	if n := framesCollected(t, out); n != traceIterations {
+		t.Errorf("collected %d frames, want %d", n, traceIterations)
+	}
+	for i := range traceIterations {
+		mustContain(t, out, fmt.Sprintf("exit frame n=%d\n", i))
+	}
 }

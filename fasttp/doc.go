@@ -74,6 +74,8 @@
 //     first ("stabilizing"), we do not yet.
 //   - A gdb breakpoint on a covered instruction other than the first is not
 //     hit while the jump is in place (the relocated copy runs instead).
-//   - Records still in the ring when the process exits without stopping
-//     first are lost unless the exit is caught (see Installer).
+//   - The ring is also drained when a thread exits (an exit hook with
+//     PTRACE_O_TRACEEXIT, turned on with the first pad), so hits just before
+//     the process ends are kept; a process killed with SIGKILL may end
+//     without that stop, and then its last undrained hits are lost.
 package fasttp

@@ -124,6 +124,15 @@ func New(p *inferior.Process, e *tracing.Engine, traps TrapInstaller, logf func(
 // Install places tp: a jump pad when gdb asked for a fast tracepoint and
 // the location and the actions allow one, a trap otherwise.
 func (in *Installer) Install(tp *tracing.Tracepoint) error {
+	// A jump and a trap cannot share code: a trap at a jump's first
+	// byte would step the original instruction and bypass the pad, one
+	// inside the covered bytes would never run. Tracepoints sharing or
+	// overlapping a jump's bytes all become traps.
+	for _, s := range in.jumpsCovering(tp.Addr, 1) {
+		if err := in.convertToTrap(s); err != nil {
+			return err
+		}
+	}
 	if tp.Fast {
 		err := in.installJump(tp)
 		if err == nil {
@@ -138,6 +147,52 @@ func (in *Installer) Install(tp *tracing.Tracepoint) error {
 	in.mu.Lock()
 	in.viaTrap[tp] = true
 	in.mu.Unlock()
+	return nil
+}
+
+// jumpsCovering returns the placed jumps whose covered bytes overlap
+// [addr, addr+n).
+func (in *Installer) jumpsCovering(addr, n uint64) []*jumpSite {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	var out []*jumpSite
+	for _, s := range in.sites {
+		if s.tp.Addr < addr+n && addr < s.tp.Addr+uint64(s.site.Covered) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// trapsWithin reports whether a tracepoint placed as a trap lies in
+// [addr, addr+n).
+func (in *Installer) trapsWithin(addr, n uint64) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for tp := range in.viaTrap {
+		if tp.Addr >= addr && tp.Addr < addr+n {
+			return true
+		}
+	}
+	return false
+}
+
+// convertToTrap replaces a placed jump by a trap for the same tracepoint.
+// Records its pad already wrote are still drained and counted.
+func (in *Installer) convertToTrap(s *jumpSite) error {
+	in.mu.Lock()
+	delete(in.sites, s.tp)
+	in.mu.Unlock()
+	if err := in.unpatch(s); err != nil {
+		return err
+	}
+	if err := in.traps.Install(s.tp); err != nil {
+		return fmt.Errorf("fast tracepoint %d at %#x: replacing the jump by a trap: %w", s.tp.Num, s.tp.Addr, err)
+	}
+	in.mu.Lock()
+	in.viaTrap[s.tp] = true
+	in.mu.Unlock()
+	in.logf("fast tracepoint %d at %#x: trap instead of a jump: another tracepoint shares its bytes", s.tp.Num, s.tp.Addr)
 	return nil
 }
 
@@ -240,6 +295,17 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	if err != nil {
 		return err
 	}
+	if in.trapsWithin(tp.Addr, uint64(site.Covered)) {
+		return errors.New("another tracepoint shares its bytes")
+	}
+	if others := in.jumpsCovering(tp.Addr, uint64(site.Covered)); len(others) > 0 {
+		for _, s := range others {
+			if err := in.convertToTrap(s); err != nil {
+				return err
+			}
+		}
+		return errors.New("another tracepoint shares its bytes")
+	}
 
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -325,11 +391,9 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	}); err != nil {
 		return fmt.Errorf("moving threads out of the patched bytes: %w", err)
 	}
-	jmp := make([]byte, 5, site.Covered)
-	jmp[0] = 0xe9
-	binary.LittleEndian.PutUint32(jmp[1:], uint32(int32(int64(base)-int64(tp.Addr+5))))
-	for len(jmp) < site.Covered {
-		jmp = append(jmp, 0xcc) // never executed: the rest of the covered bytes
+	jmp, err := site.PatchBytes(base)
+	if err != nil {
+		return err
 	}
 	if err := in.proc.InsertPatch(tp.Addr, jmp); err != nil {
 		return fmt.Errorf("writing the jump: %w", err)
@@ -370,6 +434,9 @@ func (in *Installer) ensureCtlLocked(near uint64) error {
 		return fmt.Errorf("writing the control block: %w", err)
 	}
 	in.ctl, in.ring, in.tail = base, base+ctlSize, 0
+	// Records still in the ring when the process ends would die with it:
+	// drain at every thread's exit, while its memory is still there.
+	in.proc.SetExitHook(func(st *inferior.Stopped) { in.SyncHit(st) })
 	return nil
 }
 

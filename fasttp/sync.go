@@ -28,6 +28,28 @@ func (in *Installer) Sync() {
 	in.feed(recs)
 }
 
+// SyncHit drains the ring through a stopped thread's memory access, from
+// the ptrace goroutine (a trap hook): a trap tracepoint's hit, or a pad's
+// own trap (tracing.HitSyncer). Removals the engine asks for meanwhile
+// are left to Flush.
+func (in *Installer) SyncHit(mem tracing.MemoryAccess) {
+	in.mu.Lock()
+	if in.ctl == 0 {
+		in.mu.Unlock()
+		return
+	}
+	in.hookMem = mem
+	recs, err := in.drainLocked(mem)
+	in.mu.Unlock()
+	if err != nil {
+		in.logf("fast tracepoints: draining the ring: %v", err)
+	}
+	in.feed(recs)
+	in.mu.Lock()
+	in.hookMem = nil
+	in.mu.Unlock()
+}
+
 // feed hands drained records to the engine (without in.mu: the engine
 // may stop the run and call Remove).
 func (in *Installer) feed(recs []drained) {
@@ -106,18 +128,10 @@ func (in *Installer) trapHook(st *inferior.Stopped) (inferior.TrapAction, bool) 
 	}
 	var next uint64
 	switch t.kind {
+	case trapPun:
+		next = t.site.heads[st.PC()]
 	case trapFull, trapPass:
-		in.mu.Lock()
-		in.hookMem = st
-		recs, err := in.drainLocked(st)
-		in.mu.Unlock()
-		if err != nil {
-			in.logf("fast tracepoints: draining the ring: %v", err)
-		}
-		in.feed(recs)
-		in.mu.Lock()
-		in.hookMem = nil
-		in.mu.Unlock()
+		in.SyncHit(st)
 		switch {
 		case t.kind == trapPass:
 			next = st.PC() + 1

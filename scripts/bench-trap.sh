@@ -9,6 +9,12 @@
 #   IDLE_THREADS=0 extra threads the program starts, idling in pause(),
 #                  while its main thread runs the loop (a multi-threaded
 #                  program whose leader hits the tracepoint)
+#   KIND=trace     trace: int3 tracepoints; ftrace: fast tracepoints (jump
+#                  pads). With ftrace every stub and the untraced runs get
+#                  gdbserver's in-process agent preloaded (IPA=path, default
+#                  /usr/lib/libinproctrace.so): gdbserver needs it for ftrace,
+#                  gotpstub does not, and the workload stays the same (the
+#                  agent starts a helper thread)
 #   REPS=3         sessions per stub (and untraced runs); the median is used
 #   STUBS="bin/gotpstub /usr/bin/gdbserver"
 #                  the stubs compared (when set, nothing is built); with two
@@ -42,6 +48,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 N=${N:-20000}
+KIND=${KIND:-trace}
+IPA=${IPA:-/usr/lib/libinproctrace.so}
 IDLE_THREADS=${IDLE_THREADS:-0}
 read -r -a wrap <<<"${WRAP:-}"
 REPS=${REPS:-3}
@@ -70,6 +78,18 @@ if [ "$SYSCALL_N2" -le "$SYSCALL_N1" ]; then
 	echo "bench-trap.sh: SYSCALL_N2 must be larger than SYSCALL_N1" >&2
 	exit 2
 fi
+
+preload=()
+plain=()
+case "$KIND" in
+trace) ;;
+ftrace)
+	[ -f "$IPA" ] || { echo "bench-trap.sh: KIND=ftrace needs gdbserver's in-process agent ($IPA)" >&2; exit 2; }
+	preload=(--wrapper env "LD_PRELOAD=$IPA" --)
+	plain=(env "LD_PRELOAD=$IPA")
+	;;
+*) echo "bench-trap.sh: KIND must be trace or ftrace (got $KIND)" >&2; exit 2 ;;
+esac
 
 work=$(mktemp -d)
 stub_pid=
@@ -101,6 +121,7 @@ if [ -z "${STUBS:-}" ]; then
 	STUBS="bin/gotpstub /usr/bin/gdbserver"
 fi
 prog=$work/hitloop
+sed "s/^trace hit /$KIND hit /" bench/trap.gdb >"$work/session.gdb"
 echo "+ gcc -O1 -g -no-pie -pthread -o $prog bench/hitloop.c"
 gcc -O1 -g -no-pie -pthread -o "$prog" bench/hitloop.c
 
@@ -137,9 +158,9 @@ start_stub() {
 		if port_in_use "$port"; then continue; fi
 		if [ -n "$timefile" ]; then
 			/usr/bin/time -f '%U %S' -o "$timefile" \
-				"${wrap[@]}" "$stub" --once "127.0.0.1:$port" "$prog" "$@" "$IDLE_THREADS" >"$log" 2>&1 &
+				"${wrap[@]}" "$stub" "${preload[@]}" --once "127.0.0.1:$port" "$prog" "$@" "$IDLE_THREADS" >"$log" 2>&1 &
 		else
-			"${wrap[@]}" "$stub" --once "127.0.0.1:$port" "$prog" "$@" "$IDLE_THREADS" >"$log" 2>&1 &
+			"${wrap[@]}" "$stub" "${preload[@]}" --once "127.0.0.1:$port" "$prog" "$@" "$IDLE_THREADS" >"$log" 2>&1 &
 		fi
 		stub_pid=$!
 		for _ in $(seq 200); do
@@ -172,7 +193,7 @@ wait_stub() {
 # run_gdb LOG: the benchmark's gdb session against the stub on $port.
 run_gdb() {
 	timeout 600 gdb -batch -nx -ex "set sysroot /" -ex "set confirm off" \
-		-ex "target remote 127.0.0.1:$port" -x bench/trap.gdb "$prog" >"$1" 2>&1
+		-ex "target remote 127.0.0.1:$port" -x "$work/session.gdb" "$prog" >"$1" 2>&1
 }
 
 # check_frames GDBLOG STUBLOG CALLS: fail unless tstatus reported CALLS/2
@@ -206,12 +227,12 @@ session() {
 }
 
 echo "+ date -u: $(date -u '+%Y-%m-%d %H:%M:%S UTC'); $(nproc) cores; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "+ WRAP=${WRAP:-} IDLE_THREADS=$IDLE_THREADS N=$N calls of hit(), condition i % 2 == 0 (N/2 = $((N / 2)) frames), REPS=$REPS"
+echo "+ KIND=$KIND WRAP=${WRAP:-} IDLE_THREADS=$IDLE_THREADS N=$N calls of hit(), condition i % 2 == 0 (N/2 = $((N / 2)) frames), REPS=$REPS"
 
 # The untraced baseline: the same binary, no debugger.
 : >"$work/base.ns"
 for r in $(seq "$REPS"); do
-	"${wrap[@]}" "$prog" "$N" "$IDLE_THREADS" >"$work/base.out"
+	"${wrap[@]}" "${plain[@]}" "$prog" "$N" "$IDLE_THREADS" >"$work/base.out"
 	loop_ns_of "$work/base.out" >>"$work/base.ns"
 done
 base_ns=$(median <"$work/base.ns")
@@ -237,7 +258,7 @@ for stub in $STUBS; do
 done
 
 echo
-echo "=== per-hit cost of 'trace hit if i % 2 == 0' + 'collect i, \$regs' (N=$N, median of $REPS) ==="
+echo "=== per-hit cost of '$KIND hit if i % 2 == 0' + 'collect i, \$regs' (N=$N, median of $REPS) ==="
 printf '%-12s %15s %12s %12s %11s %7s\n' stub traced_loop_ns untraced_ns wall_us/hit cpu_us/hit frames
 for line in "${results[@]}"; do echo "$line"; done
 echo "(wall_us/hit = (traced - untraced loop ns) / N; cpu_us/hit = user+system CPU of stub and program, whole session, / N)"

@@ -12,6 +12,11 @@
  *   add_one(x) + (x < 5 ? 0 : 100) + rip_bias; main checks every result
  *   against the same formula in C and prints "asm_worker results OK"
  *   (or "MISMATCH"), then the sum of all results;
+ * - pun_fn(n), also assembly, counts a loop n times; its label pun_site
+ *   starts a 2-byte instruction followed by the loop's head (pun_head), so a
+ *   5-byte jump at pun_site covers the head of an instruction the loop
+ *   branches back to (fast tracepoints must trap and redirect there); main
+ *   checks pun_fn(i + 1) == i + 1 and prints "pun_fn results OK";
  * - trace_done() is called last, a place to stop before exit. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +61,23 @@ __asm__(".text\n"
 	"add %rdx, %rax\n\t"
 	"pop %rbx\n\t"
 	"ret\n"
-	".size asm_worker, .-asm_worker\n");
+	".size asm_worker, .-asm_worker\n"
+	".globl pun_fn\n"
+	".type pun_fn, @function\n"
+	"pun_fn:\n\t"
+	"xor %eax, %eax\n"
+	".globl pun_site\n"
+	"pun_site:\n\t"
+	"mov %edi, %ecx\n"
+	".globl pun_head\n"
+	"pun_head:\n\t"
+	"add $1, %eax\n\t"
+	"dec %ecx\n\t"
+	"jnz pun_head\n\t"
+	"ret\n"
+	".size pun_fn, .-pun_fn\n");
+
+long pun_fn(long n);
 
 int traced_function(int n, struct record *rec, const char *msg)
 {
@@ -77,7 +98,7 @@ int main(int argc, char **argv)
 {
 	int iterations = 10;
 	long asm_sum = 0;
-	int ok = 1;
+	int ok = 1, pun_ok = 1;
 	int i;
 
 	setvbuf(stdout, NULL, _IONBF, 0);
@@ -91,9 +112,12 @@ int main(int argc, char **argv)
 		if (r != i + 1 + (i < 5 ? 0 : 100) + 7)
 			ok = 0;
 		asm_sum += r;
+		if (pun_fn(i + 1) != i + 1)
+			pun_ok = 0;
 	}
 	printf("asm_worker results %s\n", ok ? "OK" : "MISMATCH");
 	printf("asm_sum %ld\n", asm_sum);
+	printf("pun_fn results %s\n", pun_ok ? "OK" : "MISMATCH");
 	printf("g_counter %d\n", g_counter);
 	trace_done();
 	return 0;

@@ -15,6 +15,37 @@ type Syncer interface {
 	Sync()
 }
 
+// HitSyncer is a Syncer that can also drain while a trap tracepoint is
+// being hit, through the hitting thread's memory access (the ptrace
+// thread runs the hit and cannot wait for itself). Hit calls SyncHit
+// first, so frames stay in the order the hits happened even when trap
+// and fast tracepoints mix.
+type HitSyncer interface {
+	Syncer
+	SyncHit(mem MemoryAccess)
+}
+
+// MemoryAccess reads and writes inferior memory.
+type MemoryAccess interface {
+	ReadMemory(addr uint64, buf []byte) (int, error)
+	WriteMemory(addr uint64, data []byte) error
+}
+
+// syncHit runs the Installer's SyncHit when ctx can write memory. It must
+// be called without e.mu held.
+func (e *Engine) syncHit(ctx HitContext) {
+	e.mu.Lock()
+	inst := e.installer
+	e.mu.Unlock()
+	hs, ok := inst.(HitSyncer)
+	if !ok {
+		return
+	}
+	if mem, ok := ctx.(MemoryAccess); ok {
+		hs.SyncHit(mem)
+	}
+}
+
 // SetFastTracepoints makes Features announce FastTracepoints (gdb then
 // downloads ftrace locations with their F flag). Only set it when the
 // Installer really places fast tracepoints.

@@ -111,6 +111,7 @@ func (h *hitState) collect(addr, size uint64) {
 // caller must run, reporting each with Step (0: none). The installer calls
 // it on the ptrace thread.
 func (e *Engine) Hit(tp *Tracepoint, ctx HitContext) (steps int) {
+	e.syncHit(ctx) // earlier hits collected elsewhere come first
 	e.mu.Lock()
 	if !e.running || !tp.Enabled || !tp.installed {
 		e.mu.Unlock()

@@ -206,6 +206,7 @@ type hitContext struct{ s *inferior.Stopped }
 func (h hitContext) Tid() int                                   { return h.s.Tid() }
 func (h hitContext) Registers() (*tdesc.Regs, error)            { return h.s.Registers() }
 func (h hitContext) ReadMemory(a uint64, b []byte) (int, error) { return h.s.ReadMemory(a, b) }
+func (h hitContext) WriteMemory(a uint64, b []byte) error       { return h.s.WriteMemory(a, b) }
 
 // hook runs on the ptrace thread when a thread hits an internal trap.
 func (in *Installer) hook(st *inferior.Stopped) inferior.TrapAction {
