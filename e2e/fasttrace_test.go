@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -259,5 +260,58 @@ func TestFastTraceFramesSurviveExit(t *testing.T) {
 	}
 	for i := range traceIterations {
 		mustContain(t, out, fmt.Sprintf("exit frame n=%d\n", i))
+	}
+}
+
+func TestFastTraceStopsNeverShowPadAddresses(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver needs its in-process agent library for ftrace")
+	}
+	prog := buildProgram(t, "threads")
+	// Four threads spend nearly all their time inside the pad of hit (its
+	// condition and collection read memory); SIGUSR1s from outside stop
+	// the program again and again wherever the threads are. At every stop
+	// each thread must be in the program, never at a pad address.
+	const nthreads, hitsPerThread, stops = 4, 400000, 8
+	s := startStub(t, []string{"--once", "--debug"}, prog, strconv.Itoa(nthreads), strconv.Itoa(hitsPerThread))
+	cmds := []string{
+		"target remote " + s.target(),
+		"break all_started",
+		"continue",
+		"set circular-trace-buffer on",
+		"handle SIGUSR1 stop print nopass",
+		"ftrace hit if total_hits >= 0",
+		"actions\ncollect id\nend",
+		"tstart",
+	}
+	for range stops {
+		cmds = append(cmds, "continue", "info threads")
+	}
+	cmds = append(cmds, "tstop", "tstatus", "kill")
+	done := make(chan struct{})
+	go func() {
+		// Signal the program until gdb is done (it ignores the rest).
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(30 * time.Millisecond):
+				if pid := s.inferiorPid(); pid > 0 {
+					_ = syscall.Kill(pid, syscall.SIGUSR1)
+				}
+			}
+		}
+	}()
+	out := runGDB(t, gdbSession{program: prog, commands: cmds})
+	close(done)
+	mustPlaceJump(t, s, 2)
+	if n := strings.Count(out, "received signal SIGUSR1"); n != stops {
+		t.Fatalf("%d SIGUSR1 stops, want %d:\n%s", n, stops, out)
+	}
+	if strings.Contains(out, "?? ()") || strings.Contains(out, "SIGTRAP") {
+		t.Errorf("a thread was shown outside the program, or trapped:\n%s", out)
+	}
+	if !strings.Contains(s.output.String(), "moved out of a pad") {
+		t.Errorf("no stop found a thread inside a pad: the test did not exercise stabilizing; stub output:\n%s", s.output.String())
 	}
 }

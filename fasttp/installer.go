@@ -54,6 +54,7 @@ type Installer struct {
 	bySlot   map[uint32]*jumpSite
 	padTraps map[uint64]padTrap // int3 address inside a pad → its role
 	arenas   map[uint64]*arena  // 1 GiB window → current pad area
+	areas    []Range            // every range of pad memory (Stabilize)
 	viaTrap  map[*tracing.Tracepoint]bool
 	pending  []*jumpSite // unpatching requested during a trap hook
 	hookMem  memory      // the stopped thread's memory while a hook runs
@@ -462,6 +463,7 @@ func (in *Installer) arenaSpaceLocked(addr, size uint64) (uint64, error) {
 		}
 		a = &arena{base: base}
 		in.arenas[window] = a
+		in.areas = append(in.areas, Range{base, base + arenaSize})
 	}
 	p := a.base + a.used
 	if d := int64(p - addr); d > 1<<31-arenaSize || d < -(1<<31)+arenaSize {
@@ -489,11 +491,12 @@ func (in *Installer) punnedPadAddr(site Site, size uint64) (uint64, error) {
 			return 0, err
 		}
 		if err := in.proc.AllocateScratchAt(p, int(size)); err != nil {
-			// Someone mapped it meanwhile: leave that range out.
-			free = FreeRanges(append(mapped, Range{p &^ 4095, (p + size + 4095) &^ 4095}), minMapAddr, maxUserAddr)
+			// Mapped meanwhile (maps was stale): leave that range out.
 			mapped = append(mapped, Range{p &^ 4095, (p + size + 4095) &^ 4095})
+			free = FreeRanges(mapped, minMapAddr, maxUserAddr)
 			continue
 		}
+		in.areas = append(in.areas, Range{p, p + size})
 		return p, nil
 	}
 	return 0, errors.New("could not map a pad at a matching address")

@@ -126,15 +126,23 @@ func (in *Installer) trapHook(st *inferior.Stopped) (inferior.TrapAction, bool) 
 	if !ok {
 		return inferior.TrapResume, false
 	}
+	if err := in.padTrap(st, st.PC(), t); err != nil {
+		return inferior.TrapReport, true
+	}
+	return inferior.TrapResume, true
+}
+
+// padTrap does what the int3 at pc (role t) asks for and moves st on.
+func (in *Installer) padTrap(st *inferior.Stopped, pc uint64, t padTrap) error {
 	var next uint64
 	switch t.kind {
 	case trapPun:
-		next = t.site.heads[st.PC()]
+		next = t.site.heads[pc]
 	case trapFull, trapPass:
 		in.SyncHit(st)
 		switch {
 		case t.kind == trapPass:
-			next = st.PC() + 1
+			next = pc + 1
 		case in.engine.Running() && in.isPlaced(t.site):
 			next = t.site.pad.Retry
 		default:
@@ -143,15 +151,75 @@ func (in *Installer) trapHook(st *inferior.Stopped) (inferior.TrapAction, bool) 
 	}
 	regs, err := st.Registers()
 	if err != nil {
-		return inferior.TrapReport, true
+		return err
 	}
 	if err := regs.SetUint64(tdesc.RIP, next); err != nil {
-		return inferior.TrapReport, true
+		return err
 	}
-	if err := st.SetRegisters(regs); err != nil {
-		return inferior.TrapReport, true
+	return st.SetRegisters(regs)
+}
+
+// maxStabilizeSteps bounds the single-steps that take a thread out of a
+// pad (a pad with its expression code runs a few hundred instructions;
+// a safe read's system call is one step).
+const maxStabilizeSteps = 100000
+
+// Stabilize moves every thread that stopped inside pad memory out of it,
+// each alone by single-steps until its pc is back in the program (after
+// the relocated instructions), so gdb never sees a pad address as a
+// thread's pc, like gdbserver's stabilizing. The hit such a thread was
+// collecting completes. The server calls it before reporting a stop;
+// every thread is stopped then.
+func (in *Installer) Stabilize() {
+	in.mu.Lock()
+	areas := append([]Range(nil), in.areas...)
+	in.mu.Unlock()
+	if len(areas) == 0 {
+		return
 	}
-	return inferior.TrapResume, true
+	inPad := func(pc uint64) bool {
+		for _, a := range areas {
+			if pc >= a.Start && pc < a.End {
+				return true
+			}
+		}
+		return false
+	}
+	for _, tid := range in.proc.Threads() {
+		regs, err := in.proc.Registers(tid)
+		if err != nil || !inPad(regs.Uint64(tdesc.RIP)) {
+			continue
+		}
+		err = in.proc.WithStopped(tid, func(st *inferior.Stopped) error {
+			for steps := range maxStabilizeSteps {
+				r, err := st.Registers()
+				if err != nil {
+					return err
+				}
+				pc := r.Uint64(tdesc.RIP)
+				if !inPad(pc) {
+					in.logf("fast tracepoints: thread %d moved out of a pad in %d steps", tid, steps)
+					return clearStepTF(st, r)
+				}
+				in.mu.Lock()
+				t, isTrap := in.padTraps[pc]
+				in.mu.Unlock()
+				if isTrap {
+					if err := in.padTrap(st, pc, t); err != nil {
+						return err
+					}
+					continue
+				}
+				if err := stepFixingPushf(st, pc, r.Uint64(tdesc.RSP)); err != nil {
+					return err
+				}
+			}
+			return fmt.Errorf("still inside a pad after %d steps", maxStabilizeSteps)
+		})
+		if err != nil {
+			in.logf("fast tracepoints: moving thread %d out of a pad: %v", tid, err)
+		}
+	}
 }
 
 func (in *Installer) isPlaced(s *jumpSite) bool {
@@ -177,4 +245,51 @@ func jitErrText(code uint32) string {
 		return "too many backward jumps (a loop?)"
 	}
 	return fmt.Sprintf("error code %d", code)
+}
+
+// eflagsTF is the trap flag.
+const eflagsTF = 0x100
+
+// stepFixingPushf single-steps st at pc (stack pointer rsp). Stepping a
+// pushfq pushes the trap flag the kernel set for the step; the pad's
+// popfq would then restore it and the thread would trap after every
+// instruction. So after a pushfq the pushed flags lose TF (unless the
+// thread had TF set itself, which the register copy before the step shows).
+func stepFixingPushf(st *inferior.Stopped, pc, rsp uint64) error {
+	var op [1]byte
+	_, _ = st.ReadMemory(pc, op[:])
+	regs, err := st.Registers()
+	if err != nil {
+		return err
+	}
+	ownTF := regs.Uint64(tdesc.EFLAGS)&eflagsTF != 0
+	if err := st.SingleStep(); err != nil {
+		return err
+	}
+	if op[0] != 0x9c || ownTF {
+		return nil
+	}
+	var v [8]byte
+	if _, err := st.ReadMemory(rsp-8, v[:]); err != nil {
+		return err
+	}
+	flags := binary.LittleEndian.Uint64(v[:]) &^ eflagsTF
+	binary.LittleEndian.PutUint64(v[:], flags)
+	return st.WriteMemory(rsp-8, v[:])
+}
+
+// clearStepTF clears the trap flag our single-steps may have left in the
+// thread's flags: the kernel treats a stepped popfq as the program setting
+// TF itself, so the flags the pad restores can come back with TF set
+// (regs are the thread's current registers). Programs do not run with TF
+// set in code we generated, so any TF here is ours.
+func clearStepTF(st *inferior.Stopped, regs *tdesc.Regs) error {
+	fl := regs.Uint64(tdesc.EFLAGS)
+	if fl&eflagsTF == 0 {
+		return nil
+	}
+	if err := regs.SetUint64(tdesc.EFLAGS, fl&^eflagsTF); err != nil {
+		return err
+	}
+	return st.SetRegisters(regs)
 }

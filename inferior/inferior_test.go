@@ -1831,3 +1831,43 @@ func TestAllocateScratchAt(t *testing.T) {
 		t.Fatal("size 0 accepted")
 	}
 }
+
+func TestWithStoppedSingleSteps(t *testing.T) {
+	p := launch(t, "bp")
+	runToMain(t, p)
+	before, err := p.Registers(p.Pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pcs []uint64
+	err = p.WithStopped(p.Pid(), func(s *Stopped) error {
+		if s.PC() != before.Uint64(tdesc.RIP) {
+			t.Errorf("Stopped.PC %#x, registers say %#x", s.PC(), before.Uint64(tdesc.RIP))
+		}
+		for range 3 {
+			if err := s.SingleStep(); err != nil {
+				return err
+			}
+			r, err := s.Registers()
+			if err != nil {
+				return err
+			}
+			pcs = append(pcs, r.Uint64(tdesc.RIP))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, _ := p.Registers(p.Pid())
+	if len(pcs) != 3 || pcs[2] != after.Uint64(tdesc.RIP) || pcs[0] == before.Uint64(tdesc.RIP) {
+		t.Errorf("pcs after each step %#x, before %#x, after %#x", pcs, before.Uint64(tdesc.RIP), after.Uint64(tdesc.RIP))
+	}
+	if err := p.WithStopped(1<<30, func(*Stopped) error { return nil }); !errors.Is(err, ErrNoThread) {
+		t.Errorf("unknown thread: %v, want ErrNoThread", err)
+	}
+	resumeAll(t, p)
+	if ev := wait(t, p); ev.Kind != Exited || ev.ExitCode != 6 {
+		t.Errorf("end %+v", ev)
+	}
+}

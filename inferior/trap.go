@@ -326,3 +326,25 @@ func freeNear(maps []mapping, near, length uint64) (uint64, bool) {
 	consider(prev, highest)
 	return best, bestDist != ^uint64(0)
 }
+
+// WithStopped runs f on the ptrace goroutine with a Stopped handle for
+// thread tid, which must be stopped (as every thread is between Wait and
+// Resume): f may read and write its registers and memory and single-step
+// it alone (Stopped.SingleStep), e.g. to move it out of code the stub
+// generated before gdb looks at it.
+func (p *Process) WithStopped(tid int, f func(s *Stopped) error) error {
+	return p.do(func() error {
+		t := p.threads[tid]
+		if t == nil || t.zombie {
+			return fmt.Errorf("thread %d: %w", tid, ErrNoThread)
+		}
+		if !t.stopped {
+			return fmt.Errorf("thread %d: %w", tid, ErrRunning)
+		}
+		pc, err := getPC(tid)
+		if err != nil {
+			return fmt.Errorf("thread %d: %w", tid, err)
+		}
+		return f(&Stopped{p: p, t: t, addr: pc})
+	})
+}

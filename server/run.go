@@ -155,6 +155,11 @@ func (s *Server) resume(pkt []byte) error {
 			return nil // connection gone; onDisconnect has run
 		}
 		// Range stepping: keep stepping while the pc stays in the range.
+		// A step into a jump pad is not a step out of the range: the
+		// thread goes through the pad (collecting the hit) first.
+		if len(ranges) > 0 && s.traps != nil {
+			s.traps.Stabilize()
+		}
 		if again := s.continueRange(*ev, ranges); again {
 			acts = []inferior.Action{{Tid: ev.Tid, Step: true}}
 			continue
@@ -282,6 +287,8 @@ func (s *Server) reportStop(ev inferior.StopEvent) error {
 		s.gThread = 0
 		if s.traps != nil {
 			s.traps.Flush()
+			// No thread may show gdb a pc inside a jump pad.
+			s.traps.Stabilize()
 		}
 	}
 	return s.conn.Send(s.stopReply(ev))
