@@ -315,3 +315,32 @@ func TestFastTraceStopsNeverShowPadAddresses(t *testing.T) {
 		t.Errorf("no stop found a thread inside a pad: the test did not exercise stabilizing; stub output:\n%s", s.output.String())
 	}
 }
+
+func TestFastTraceUnreadableMemory(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver needs its in-process agent library for ftrace")
+	}
+	prog := buildProgram(t, "trace")
+	// The condition and a collection dereference unmapped addresses
+	// inside the inferior: they read as zero / are not collected, the
+	// program runs on unharmed.
+	out, stub := fastSession(t, prog, []string{strconv.Itoa(traceIterations)}, `
+ftrace traced_function if *(int *)8 == 0 && n >= 0
+actions
+collect n, *(long *)16
+end`, "trace_done", `
+tstatus
+tfind start
+print n
+print *(long *)16
+`)
+	mustPlaceJump(t, stub, 2)
+	if !waitFor(5*time.Second, func() bool { return strings.Contains(stub.output.String(), "g_counter") }) {
+		t.Fatalf("program did not finish; stub output:\n%s", stub.output.String())
+	}
+	mustContain(t, stub.output.String(), "asm_worker results OK", fmt.Sprintf("g_counter %d", traceIterations))
+	if n := framesCollected(t, out); n != traceIterations {
+		t.Errorf("collected %d frames, want %d", n, traceIterations)
+	}
+	mustContain(t, out, "$1 = 0", "$2 = <unavailable>")
+}
