@@ -2,6 +2,7 @@ package jit
 
 import (
 	"fmt"
+	"sort"
 
 	"gotpstub/agentexpr"
 )
@@ -80,6 +81,18 @@ type x86gen struct {
 	errFix  map[int][]int // error code -> rel32 fields jumping to its stub
 	callFix map[string][]int
 	exitFix []int // jumps to the common exit
+	// FaultLoads: inline ref loads waiting for their recovery stubs, the
+	// fault table, and the safe entry of the readmem helper.
+	faultRefs []faultRef
+	faults    []FaultFixup
+	safeRead  int
+}
+
+// faultRef is one inline ref load (Options.FaultLoads).
+type faultRef struct {
+	load, resume int // offsets of the load and of the instruction after it
+	size         int // bytes
+	always       int // faultAlways: rel32 field of the jump to the stub; -1 otherwise
 }
 
 // Compile implements Backend.
@@ -96,9 +109,11 @@ func (amd64Backend) Compile(e *agentexpr.Expr, opts Options) (*Code, error) {
 	if err := g.gen(); err != nil {
 		return nil, err
 	}
+	sort.Slice(g.faults, func(i, j int) bool { return g.faults[i].Off < g.faults[j].Off })
 	return &Code{
 		Arch:       "amd64",
 		Text:       g.a.buf,
+		Faults:     g.faults,
 		RegsRead:   f.regs,
 		StackBytes: 8 + frameSize + 8*f.maxDepth + 48, // return address, frame (rbp, saved regs, scratch), expression stack, helper calls and realignment
 	}, nil
@@ -214,6 +229,17 @@ func (g *x86gen) gen() error {
 		a.aluRR32(aluXor, rAX, rAX)
 		g.exitFix = append(g.exitFix, a.jmp32())
 	}
+	// Recovery stubs of inline ref loads: redo the read with the safe
+	// helper (same stack as at the load), then continue after the load.
+	for _, fr := range g.faultRefs {
+		rec := a.pos()
+		g.callHelper(fmt.Sprintf("ref%d", fr.size))
+		a.patch32(a.jmp32(), fr.resume)
+		g.faults = append(g.faults, FaultFixup{Off: fr.load, Recover: rec})
+		if fr.always >= 0 {
+			a.patch32(fr.always, rec)
+		}
+	}
 	helpers := map[string]int{}
 	for _, name := range []string{"ref1", "ref2", "ref4", "ref8", "collect", "collectStr", "readmem"} {
 		if name != "readmem" && len(g.callFix[name]) == 0 {
@@ -224,6 +250,9 @@ func (g *x86gen) gen() error {
 		}
 		helpers[name] = a.pos()
 		g.helper(name)
+	}
+	if g.opts.FaultLoads && len(helpers) > 0 {
+		helpers["readmemSafe"] = g.safeRead
 	}
 	// The helpers may reference error stubs emitted above only through
 	// errFix recorded before the stubs were laid out; lay out any new ones.
@@ -362,14 +391,21 @@ func (g *x86gen) insn(i int, in agentexpr.Insn, d int) error {
 			a.shiftImm(shiftShl, rAX, s)
 			a.shiftImm(shiftShr, rAX, s)
 		}
-	case agentexpr.OpRef8:
-		g.callHelper("ref1")
-	case agentexpr.OpRef16:
-		g.callHelper("ref2")
-	case agentexpr.OpRef32:
-		g.callHelper("ref4")
-	case agentexpr.OpRef64:
-		g.callHelper("ref8")
+	case agentexpr.OpRef8, agentexpr.OpRef16, agentexpr.OpRef32, agentexpr.OpRef64:
+		size := map[agentexpr.Op]int{agentexpr.OpRef8: 1, agentexpr.OpRef16: 2, agentexpr.OpRef32: 4, agentexpr.OpRef64: 8}[in.Op]
+		if !g.opts.FaultLoads {
+			g.callHelper(fmt.Sprintf("ref%d", size))
+			break
+		}
+		// A plain load; a fault resumes at a stub that redoes it safely.
+		fr := faultRef{size: size, always: -1}
+		if g.opts.faultAlways {
+			fr.always = a.jmp32()
+		}
+		fr.load = a.pos()
+		a.loadZX(rAX, at(rAX, 0), size)
+		fr.resume = a.pos()
+		g.faultRefs = append(g.faultRefs, fr)
 	case agentexpr.OpIfGoto:
 		a.testRR(rAX, rAX)
 		g.popTop(d - 1)
@@ -508,7 +544,9 @@ func (g *x86gen) helper(name string) {
 	case "ref1", "ref2", "ref4", "ref8":
 		size := int(name[3] - '0')
 		// In: rax = address. Out: rax = zero-extended value.
-		if g.opts.DirectLoads {
+		// Under FaultLoads only the recovery stubs call this: no fast
+		// path, and the safe entry of readmem.
+		if g.opts.DirectLoads && !g.opts.FaultLoads {
 			a.aluRM(aluCmp, rAX, at(regCtx, CtxDirectLo))
 			slow1 := a.jcc8(condB)
 			a.lea(rCX, at(rAX, int32(size)))
@@ -524,7 +562,11 @@ func (g *x86gen) helper(name string) {
 		}
 		a.lea(rDX, at(rBP, slotValue))
 		a.movImm(rCX, uint64(size))
-		g.callHelper("readmem")
+		if g.opts.FaultLoads {
+			g.callHelper("readmemSafe")
+		} else {
+			g.callHelper("readmem")
+		}
 		if g.opts.ZeroUnreadable {
 			// Keep the readable prefix (rax bytes), zero the rest.
 			a.movRR(rCX, rAX)
@@ -667,6 +709,10 @@ func (g *x86gen) helper(name string) {
 		// In: rdx = destination, rax = source, rcx = length.
 		// Out: rax = bytes read or -errno. Clobbers the SysV caller-saved
 		// registers. Realigns rsp to 16 bytes around the call/syscall.
+		if g.opts.FaultLoads {
+			g.fastRead()
+		}
+		g.safeRead = a.pos()
 		a.push(regSave)
 		a.movRR(regSave, rSP)
 		a.aluRI(aluAnd, rSP, -16)
@@ -695,6 +741,41 @@ func (g *x86gen) helper(name string) {
 		a.movRR(rSP, regSave)
 		a.pop(regSave)
 		a.ret()
+	}
+}
+
+// fastRead emits the FaultLoads fast path of the readmem helper: a REP
+// MOVSB from rax to rdx of rcx bytes, returning rcx in rax. The REP MOVSB
+// is the only instruction that may fault (reading the source; the
+// destination is the frame or a scratch slot, always mapped). It changes
+// rsi, rdi and rcx as it goes, but rax, rdx and r8 (a copy of the length)
+// keep the request: the recovery code puts the length back in rcx and
+// falls into the safe path, which redoes the whole read from the start
+// (a partial copy is overwritten).
+func (g *x86gen) fastRead() {
+	a := &g.a
+	a.movRR(r8, rCX)
+	a.movRR(rSI, rAX)
+	a.movRR(rDI, rDX)
+	always := -1
+	if g.opts.faultAlways {
+		// Leave rsi, rdi and rcx as a fault half-way would.
+		a.movRR(r9, rCX)
+		a.shiftImm(shiftShr, r9, 1)
+		a.aluRR(aluAdd, rSI, r9)
+		a.aluRR(aluAdd, rDI, r9)
+		a.aluRR(aluSub, rCX, r9)
+		always = a.jmp32()
+	}
+	copyAt := a.pos()
+	a.repMovsb()
+	a.movRR(rAX, r8)
+	a.ret()
+	rec := a.pos()
+	a.movRR(rCX, r8)
+	g.faults = append(g.faults, FaultFixup{Off: copyAt, Recover: rec})
+	if always >= 0 {
+		a.patch32(always, rec)
 	}
 }
 

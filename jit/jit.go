@@ -78,6 +78,31 @@ type Options struct {
 	// ErrMemory and ErrCollect for unreadable memory then never occur.
 	// amd64 only: the arm64 backend falls back.
 	ZeroUnreadable bool
+	// FaultLoads (amd64) reads memory for ref8/16/32/64 and the collection
+	// opcodes with plain loads (ref*) and a REP MOVSB copy (collections)
+	// instead of the safe-read helper. Every instruction that may fault on
+	// a bad address is listed in Code.Faults: whoever runs the code must
+	// catch SIGSEGV/SIGBUS at such an instruction and resume the thread at
+	// its Recover offset with the registers as at the fault; the recovery
+	// code redoes that read through the safe path, so results are exactly
+	// those of the safe path (ZeroUnreadable included). Without a tracer
+	// that does this, a bad pointer kills the process: use it only where
+	// faults are caught. DirectLoads is then irrelevant for ref*. The arm64
+	// backend ignores it (it always uses safe reads and reports no Faults).
+	FaultLoads bool
+
+	// faultAlways (tests only, with FaultLoads) jumps to the recovery
+	// code instead of executing each faulting instruction, as if every
+	// fast-path read faulted (a copy as if it had faulted half-way).
+	faultAlways bool
+}
+
+// FaultFixup is one instruction of Code.Text that may fault
+// (Options.FaultLoads): a SIGSEGV or SIGBUS at offset Off must resume at
+// offset Recover with every register as it was at the fault.
+type FaultFixup struct {
+	Off     int // offset of the faulting instruction in Text
+	Recover int // offset of its recovery code in Text
 }
 
 // Reloc describes a place in Text that must be fixed up when the code is
@@ -99,6 +124,10 @@ type Code struct {
 	// StackBytes bounds the machine stack the code uses below its
 	// caller's stack pointer.
 	StackBytes int
+	// Faults lists the instructions that may fault and where to resume
+	// (Options.FaultLoads only; sorted by Off). A fault in Text anywhere
+	// else is a bug.
+	Faults []FaultFixup
 	// Fallback says why the expression was not compiled ("" if it was);
 	// the caller must then use agentexpr.Eval.
 	Fallback string

@@ -82,6 +82,18 @@ type JumpPad struct {
 	// StackBytes bounds the thread stack the pad uses below the thread's
 	// rsp (red zone included), expression code included.
 	StackBytes int
+	// Faults lists, with absolute addresses, the instructions of the
+	// Cond and Collect code compiled with Options.FaultLoads that may
+	// fault, sorted by PC. The stub must catch a SIGSEGV/SIGBUS at PC and
+	// resume the thread at Recover, registers otherwise unchanged; a fault
+	// anywhere else in the pad is a bug.
+	Faults []PadFault
+}
+
+// PadFault is a FaultFixup relocated into a jump pad: absolute addresses.
+type PadFault struct {
+	PC      uint64 // the instruction that may fault
+	Recover uint64 // where to resume after a fault at PC
 }
 
 // Stack frame of the pad, from the thread's rsp S downwards: 128 bytes of
@@ -333,12 +345,16 @@ func BuildJumpPadAMD64(spec PadSpec) (*JumpPad, error) {
 	a.patch32(a.jmp32(), retry) // never reached: the stub moves rip
 
 	// The expressions, 16-byte aligned.
+	var faults []PadFault
 	place := func(c *Code) int {
 		for a.pos()%16 != 0 {
 			a.byte1(0xcc)
 		}
 		p := a.pos()
 		a.byte1(c.Text...)
+		for _, f := range c.Faults {
+			faults = append(faults, PadFault{PC: spec.Addr + uint64(p+f.Off), Recover: spec.Addr + uint64(p+f.Recover)})
+		}
 		return p
 	}
 	if spec.Cond != nil {
@@ -376,6 +392,7 @@ func BuildJumpPadAMD64(spec PadSpec) (*JumpPad, error) {
 		Retry:      spec.Addr + uint64(retry),
 		Skip:       spec.Addr + uint64(skip),
 		PassTrap:   spec.Addr + uint64(passTrap),
+		Faults:     faults,
 	}, nil
 }
 

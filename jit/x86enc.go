@@ -406,6 +406,9 @@ func (a *asm) int3() { a.byte1(0xcc) }
 // repMovsq emits REP MOVSQ (copies rcx qwords from [rsi] to [rdi]).
 func (a *asm) repMovsq() { a.byte1(0xf3, 0x48, 0xa5) }
 
+// repMovsb emits REP MOVSB (copies rcx bytes from [rsi] to [rdi]).
+func (a *asm) repMovsb() { a.byte1(0xf3, 0xa4) }
+
 // lockXadd emits LOCK XADD qword [m], src.
 func (a *asm) lockXadd(m mem, src gpr) {
 	a.byte1(0xf0)
