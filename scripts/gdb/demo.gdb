@@ -12,7 +12,10 @@ tvariable $calls = 0
 # Conditional, on demo.c line 26 ("return square + sum + ...", where the
 # locals are set): only every third call; the arguments, the locals, the
 # struct behind p and the string name points to.
-trace demo.c:26 if n % 3 == 0
+# A fast tracepoint: gotpstub jumps to a pad that evaluates the condition
+# and collects inside the program (with gdbserver it would need its
+# in-process agent; without one gdb downloads it as a trap tracepoint).
+ftrace demo.c:26 if n % 3 == 0
 actions
   collect $args, $locals, *p
   collect/s name
