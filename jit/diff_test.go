@@ -29,6 +29,9 @@ type progGen struct {
 	maxDepth int
 	nest     int
 	budget   int
+	// mappedOnly keeps every address and collected range inside the
+	// data page (Options.FaultLoads code must not fault in-process).
+	mappedOnly bool
 }
 
 func (g *progGen) op(op agentexpr.Op, imm uint64) {
@@ -63,6 +66,11 @@ func (g *progGen) constant(v uint64) { g.op(agentexpr.ConstOp(v), v) }
 // straddling its end, in a guard page, null, or wild.
 func (g *progGen) address() uint64 {
 	w := g.w
+	if g.mappedOnly {
+		// Room for the longest access the generator makes (trace16 of
+		// up to 299 bytes).
+		return w.dataLo + uint64(g.r.IntN(len(w.data)-320))
+	}
 	switch n := g.r.IntN(20); {
 	case n < 14:
 		return w.dataLo + uint64(g.r.IntN(len(w.data)))
