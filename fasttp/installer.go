@@ -58,6 +58,13 @@ type Installer struct {
 	viaTrap  map[*tracing.Tracepoint]bool
 	pending  []*jumpSite // unpatching requested during a trap hook
 	hookMem  memory      // the stopped thread's memory while a hook runs
+
+	// faults maps each pad instruction that may fault (a plain load of
+	// jit.Options.FaultLoads) to its recovery code. Its own lock: the
+	// fault hook runs on the ptrace goroutine and must never wait for
+	// in.mu, which is held across calls into the inferior.
+	faultsMu sync.Mutex
+	faults   map[uint64]uint64
 }
 
 // TrapInstaller is the fallback installer (trapfallback.Installer).
@@ -117,8 +124,10 @@ func New(p *inferior.Process, e *tracing.Engine, traps TrapInstaller, logf func(
 		padTraps: map[uint64]padTrap{},
 		arenas:   map[uint64]*arena{},
 		viaTrap:  map[*tracing.Tracepoint]bool{},
+		faults:   map[uint64]uint64{},
 	}
 	p.AddTrapHook(in.trapHook)
+	p.SetFaultHook(in.faultHook)
 	return in
 }
 
@@ -149,6 +158,16 @@ func (in *Installer) Install(tp *tracing.Tracepoint) error {
 	in.viaTrap[tp] = true
 	in.mu.Unlock()
 	return nil
+}
+
+// faultHook redirects a fault at one of the pads' plain loads to its
+// recovery code (inferior.Process.SetFaultHook); the program never sees
+// the signal. Pads are never unmapped, so their entries stay valid.
+func (in *Installer) faultHook(_ int, pc uint64, _ int, _ uint64) (uint64, bool) {
+	in.faultsMu.Lock()
+	defer in.faultsMu.Unlock()
+	to, ok := in.faults[pc]
+	return to, ok
 }
 
 // jumpsCovering returns the placed jumps whose covered bytes overlap
@@ -369,6 +388,11 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	if err := in.writeSlotLocked(slot, uint64(tp.PassCount)); err != nil {
 		return err
 	}
+	in.faultsMu.Lock()
+	for _, f := range pad.Faults {
+		in.faults[f.PC] = f.Recover
+	}
+	in.faultsMu.Unlock()
 	s := &jumpSite{tp: tp, slot: slot, site: site, pad: pad, heads: heads}
 	for _, t := range []struct {
 		addr uint64
@@ -515,7 +539,9 @@ func align16(v uint64) uint64 { return (v + 15) &^ 15 }
 // everything must compile (no interpreter inside the inferior) and no
 // trace state variable may be used (their values live in the engine).
 func compileActions(tp *tracing.Tracepoint) (cond *jit.Code, collect []*jit.Code, capBytes uint32, err error) {
-	opts := jit.Options{ZeroUnreadable: true}
+	// Plain loads: a bad address faults, and the stub's fault hook sends
+	// the thread to the recovery code, which redoes the read safely.
+	opts := jit.Options{ZeroUnreadable: true, FaultLoads: true}
 	compile := func(what string, e *agentexpr.Expr) (*jit.Code, error) {
 		if len(e.TSVsRead) > 0 || len(e.TSVsWritten) > 0 {
 			return nil, fmt.Errorf("%s uses trace state variables (kept by the stub: traps only)", what)
