@@ -3,6 +3,7 @@
 package jit
 
 import (
+	"fmt"
 	"testing"
 
 	"gotpstub/agentexpr"
@@ -94,13 +95,17 @@ func BenchmarkJIT(b *testing.B) { benchJIT(b, Options{}) }
 // BenchmarkJITDirect loads directly from the known-mapped data page.
 func BenchmarkJITDirect(b *testing.B) { benchJIT(b, Options{DirectLoads: true}) }
 
+// BenchmarkJITFaultLoads uses plain loads whose faults a tracer would
+// redirect (Options.FaultLoads); nothing faults here.
+func BenchmarkJITFaultLoads(b *testing.B) { benchJIT(b, Options{FaultLoads: true}) }
+
 // BenchmarkRef compares one ref64 through process_vm_readv with a direct
 // load of the same address.
 func BenchmarkRef(b *testing.B) {
 	for _, tt := range []struct {
 		name string
 		opts Options
-	}{{"syscall", Options{}}, {"direct", Options{DirectLoads: true}}} {
+	}{{"syscall", Options{}}, {"direct", Options{DirectLoads: true}}, {"faultload", Options{FaultLoads: true}}} {
 		b.Run(tt.name, func(b *testing.B) {
 			w := newWorld(b)
 			arena := newCodeArena(b, 1<<16)
@@ -120,6 +125,37 @@ func BenchmarkRef(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkCollect measures one trace of 8 and of 256 bytes through the
+// safe reader and with FaultLoads (REP MOVSB).
+func BenchmarkCollect(b *testing.B) {
+	for _, size := range []int{8, 256} {
+		for _, tt := range []struct {
+			name string
+			opts Options
+		}{{"syscall", Options{}}, {"faultload", Options{FaultLoads: true}}} {
+			b.Run(fmt.Sprintf("%s/%d", tt.name, size), func(b *testing.B) {
+				w := newWorld(b)
+				arena := newCodeArena(b, 1<<16)
+				e, _ := agentexpr.Parse(agentexpr.MustAssemble(fmt.Sprintf("reg 0; const16 %d; trace; const8 1; end", size)))
+				code, err := Compile(e, testArch, tt.opts)
+				if err != nil {
+					b.Fatal(err)
+				}
+				fn, _ := arena.add(b, code.Text)
+				arena.seal(b)
+				w.regs[0] = w.dataLo + 64
+				w.reset(0, frameBytes)
+				for b.Loop() {
+					w.ctx.FrameUsed = 0
+					if _, errc := w.run(fn); errc != 0 {
+						b.Fatal(errc)
+					}
+				}
+			})
+		}
 	}
 }
 

@@ -87,7 +87,67 @@
 // bytes lie in [directlo, directhi) is a plain load; the caller must only
 // put there memory that cannot be unmapped while tracing (e.g. the
 // executable's data and bss). A readmem hook (ctx+80) replaces the
-// syscall, e.g. with an in-process agent's own safe reader.
+// syscall, e.g. with an in-process agent's own safe reader. With
+// Options.FaultLoads reads are plain loads whose faults the tracer
+// redirects to recovery code (next section).
+//
+// # Fault-recovering loads (Options.FaultLoads, amd64)
+//
+// When a tracer catches the inferior's faults (the stub, through
+// inferior.Process.SetFaultHook), reads can be plain loads and pay the
+// safe path only when they fault. With Options.FaultLoads:
+//
+//   - ref8/16/32/64 is one inline load (movzx/mov rax, [rax]);
+//   - every collection (trace, trace_quick, trace16, tracenz, and the
+//     readability probe trace does when a block does not fit) reads through
+//     the readmem helper, whose fast path is mov r8, rcx; mov rsi, rax;
+//     mov rdi, rdx; rep movsb; mov rax, r8; ret (rax = source, rdx =
+//     destination, rcx = length, as for the safe path).
+//
+// Code.Faults lists every instruction that may fault, as offsets in Text
+// ({Off, Recover}, sorted by Off): each inline ref load and the helper's
+// REP MOVSB. Nothing else may fault (the other memory accesses are to the
+// ctx, the register pad, the TSV array, the frame and the code's own
+// stack, all owned by the caller; the REP MOVSB writes to the frame or a
+// stack slot). A fault at Off must resume at Recover with all registers as
+// at the fault (the faulting instruction did not complete; for REP MOVSB,
+// rsi, rdi and rcx may show partial progress and part of the destination
+// may be written). The recovery code redoes that whole read through the
+// safe path (process_vm_readv, or the ctx readmem hook), so the outcome is
+// exactly the safe path's, Options.ZeroUnreadable's partial reads and
+// trace's readable-prefix semantics included, and continues after the fast
+// path:
+//
+//   - a ref's recovery stub (after the error stubs) calls the ref helper,
+//     which reads with the safe path only, and jumps back after the load:
+//     rax still holds the address because the load did not complete;
+//   - the REP MOVSB's recovery restores rcx from r8 (the loop never
+//     changes rax, rdx or r8) and falls into the safe path, which rereads
+//     from the block's start and overwrites any partial copy.
+//
+// Recovery may run any number of times: a fault in a recovery stub's own
+// safe read cannot happen (process_vm_readv and the hook do not fault).
+// Options.DirectLoads is irrelevant to ref* under FaultLoads. When no
+// tracer redirects faults (an in-process agent without a SIGSEGV handler,
+// or the stub not registering the table), a bad pointer kills the
+// process: use FaultLoads only where faults are caught. The arm64 backend
+// ignores FaultLoads and reports no Faults (its reads are always safe).
+//
+// Whoever places the code relocates the table: BuildJumpPadAMD64 returns
+// JumpPad.Faults, the Cond and Collect codes' entries as absolute
+// addresses ({PC, Recover}, sorted by PC). The stub's fault hook, on
+// SIGSEGV/SIGBUS at a PC of that table, returns its Recover (the signal
+// is suppressed, registers untouched); at any other pc it lets the signal
+// through.
+//
+// Tests: real faults cannot be taken in-process (the Go runtime would
+// crash), so the differential tests run FaultLoads code over always-mapped
+// memory (nothing faults; results equal the safe path's and the
+// interpreter's), and with a test-only option that replaces every
+// faulting instruction by a jump to its Recover (a REP MOVSB as if it had
+// faulted half-way), so that every read goes through the recovery code,
+// over guard pages and wild pointers too. Each table entry is checked to
+// decode to a memory read and Recover to be an instruction boundary.
 //
 // # Unreadable memory as zero (Options.ZeroUnreadable, amd64)
 //
