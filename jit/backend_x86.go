@@ -744,38 +744,63 @@ func (g *x86gen) helper(name string) {
 	}
 }
 
-// fastRead emits the FaultLoads fast path of the readmem helper: a REP
-// MOVSB from rax to rdx of rcx bytes, returning rcx in rax. The REP MOVSB
-// is the only instruction that may fault (reading the source; the
-// destination is the frame or a scratch slot, always mapped). It changes
-// rsi, rdi and rcx as it goes, but rax, rdx and r8 (a copy of the length)
-// keep the request: the recovery code puts the length back in rcx and
-// falls into the safe path, which redoes the whole read from the start
-// (a partial copy is overwritten).
+// shortCopy is the longest read fastRead copies with a byte loop rather
+// than REP MOVSB (whose start-up cost dominates short copies).
+const shortCopy = 16
+
+// fastRead emits the FaultLoads fast path of the readmem helper: a copy of
+// rcx bytes from rax to rdx, returning rcx in rax: a byte loop up to
+// shortCopy bytes, REP MOVSB beyond. The loop's byte load and the REP
+// MOVSB are the only instructions that may fault (reading the source; the
+// destination is the frame or a scratch slot, always mapped). The copy
+// advances rsi, rdi and rcx (and uses r9), but rax, rdx and r8 (a copy of
+// the length) keep the request: the recovery code, shared by both fault
+// sites, puts the length back in rcx and falls into the safe path, which
+// redoes the whole read from the start (a partial copy is overwritten).
 func (g *x86gen) fastRead() {
 	a := &g.a
 	a.movRR(r8, rCX)
 	a.movRR(rSI, rAX)
 	a.movRR(rDI, rDX)
-	always := -1
-	if g.opts.faultAlways {
-		// Leave rsi, rdi and rcx as a fault half-way would.
-		a.movRR(r9, rCX)
-		a.shiftImm(shiftShr, r9, 1)
-		a.aluRR(aluAdd, rSI, r9)
-		a.aluRR(aluAdd, rDI, r9)
-		a.aluRR(aluSub, rCX, r9)
-		always = a.jmp32()
+	var always []int
+	emulateFault := func() {
+		if g.opts.faultAlways {
+			// Leave rsi, rdi and rcx as a fault half-way would.
+			a.movRR(r9, rCX)
+			a.shiftImm(shiftShr, r9, 1)
+			a.aluRR(aluAdd, rSI, r9)
+			a.aluRR(aluAdd, rDI, r9)
+			a.aluRR(aluSub, rCX, r9)
+			always = append(always, a.jmp32())
+		}
 	}
+	a.aluRI(aluCmp, rCX, shortCopy)
+	long := a.jcc8(condA)
+	a.testRR(rCX, rCX)
+	empty := a.jcc8(condE)
+	emulateFault()
+	loop := a.pos()
+	loadAt := a.pos()
+	a.loadZX(r9, at(rSI, 0), 1)
+	a.store8(at(rDI, 0), r9)
+	a.aluRI(aluAdd, rSI, 1)
+	a.aluRI(aluAdd, rDI, 1)
+	a.aluRI(aluSub, rCX, 1)
+	a.patch8(a.jcc8(condNE), loop)
+	a.here8(empty)
+	a.movRR(rAX, r8)
+	a.ret()
+	a.here8(long)
+	emulateFault()
 	copyAt := a.pos()
 	a.repMovsb()
 	a.movRR(rAX, r8)
 	a.ret()
 	rec := a.pos()
 	a.movRR(rCX, r8)
-	g.faults = append(g.faults, FaultFixup{Off: copyAt, Recover: rec})
-	if always >= 0 {
-		a.patch32(always, rec)
+	g.faults = append(g.faults, FaultFixup{Off: loadAt, Recover: rec}, FaultFixup{Off: copyAt, Recover: rec})
+	for _, f := range always {
+		a.patch32(f, rec)
 	}
 }
 

@@ -100,19 +100,22 @@
 //   - ref8/16/32/64 is one inline load (movzx/mov rax, [rax]);
 //   - every collection (trace, trace_quick, trace16, tracenz, and the
 //     readability probe trace does when a block does not fit) reads through
-//     the readmem helper, whose fast path is mov r8, rcx; mov rsi, rax;
-//     mov rdi, rdx; rep movsb; mov rax, r8; ret (rax = source, rdx =
-//     destination, rcx = length, as for the safe path).
+//     the readmem helper (rax = source, rdx = destination, rcx = length,
+//     as for the safe path), whose fast path keeps the length in r8,
+//     copies with rsi/rdi/rcx (a byte loop through r9b up to 16 bytes, REP
+//     MOVSB beyond) and returns r8 in rax.
 //
 // Code.Faults lists every instruction that may fault, as offsets in Text
-// ({Off, Recover}, sorted by Off): each inline ref load and the helper's
-// REP MOVSB. Nothing else may fault (the other memory accesses are to the
+// ({Off, Recover}, sorted by Off): each inline ref load, the byte load of
+// the helper's loop and its REP MOVSB (the loop's store and the other
+// instructions are not listed: they cannot fault on the read address).
+// Nothing else may fault (the other memory accesses are to the
 // ctx, the register pad, the TSV array, the frame and the code's own
 // stack, all owned by the caller; the REP MOVSB writes to the frame or a
 // stack slot). A fault at Off must resume at Recover with all registers as
-// at the fault (the faulting instruction did not complete; for REP MOVSB,
-// rsi, rdi and rcx may show partial progress and part of the destination
-// may be written). The recovery code redoes that whole read through the
+// at the fault (the faulting instruction did not complete; in the copy,
+// rsi, rdi, rcx and r9 may show partial progress and part of the
+// destination may be written). The recovery code redoes that whole read through the
 // safe path (process_vm_readv, or the ctx readmem hook), so the outcome is
 // exactly the safe path's, Options.ZeroUnreadable's partial reads and
 // trace's readable-prefix semantics included, and continues after the fast
@@ -121,12 +124,13 @@
 //   - a ref's recovery stub (after the error stubs) calls the ref helper,
 //     which reads with the safe path only, and jumps back after the load:
 //     rax still holds the address because the load did not complete;
-//   - the REP MOVSB's recovery restores rcx from r8 (the loop never
-//     changes rax, rdx or r8) and falls into the safe path, which rereads
-//     from the block's start and overwrites any partial copy.
+//   - the copy's two sites share one recovery: it restores rcx from r8
+//     (the copy never changes rax, rdx or r8) and falls into the safe
+//     path, which rereads from the block's start and overwrites any
+//     partial copy.
 //
-// Recovery may run any number of times: a fault in a recovery stub's own
-// safe read cannot happen (process_vm_readv and the hook do not fault).
+// The recovery code itself never faults (its reads are the safe path's),
+// so a fault is redirected at most once per read.
 // Options.DirectLoads is irrelevant to ref* under FaultLoads. When no
 // tracer redirects faults (an in-process agent without a SIGSEGV handler,
 // or the stub not registering the table), a bad pointer kills the

@@ -221,9 +221,11 @@ func checkFaultTable(t *testing.T, src string, c *Code, refs, collects int) {
 		}
 		switch {
 		case inst.Op == x86asm.MOVSB && inst.Prefix[0]&0xff == x86asm.PrefixREP:
-			copies++
-		case (inst.Op == x86asm.MOV || inst.Op == x86asm.MOVZX) && isMemArg(inst.Args[1]):
-			loads++
+			copies++ // the copy helper's long copy
+		case inst.Op == x86asm.MOVZX && memBase(inst.Args[1]) == x86asm.RSI:
+			copies++ // the copy helper's byte loop
+		case (inst.Op == x86asm.MOV || inst.Op == x86asm.MOVZX) && memBase(inst.Args[1]) == x86asm.RAX:
+			loads++ // an inline ref
 		default:
 			t.Errorf("%s: fault Off %d holds %s, not a memory read", src, f.Off, x86asm.IntelSyntax(inst, 0, nil))
 		}
@@ -233,16 +235,19 @@ func checkFaultTable(t *testing.T, src string, c *Code, refs, collects int) {
 	}
 	wantCopies := 0
 	if refs+collects > 0 {
-		wantCopies = 1 // the shared copy helper
+		wantCopies = 2 // the shared copy helper: byte loop and REP MOVSB
 	}
 	if copies != wantCopies {
 		t.Errorf("%s: %d copy sites, want %d", src, copies, wantCopies)
 	}
 }
 
-func isMemArg(a x86asm.Arg) bool {
-	_, ok := a.(x86asm.Mem)
-	return ok
+// memBase returns the base register of a memory operand, 0 otherwise.
+func memBase(a x86asm.Arg) x86asm.Reg {
+	if m, ok := a.(x86asm.Mem); ok && m.Index == 0 && m.Disp == 0 {
+		return m.Base
+	}
+	return 0
 }
 
 // TestFaultLoadsFastPath checks that FaultLoads really reads with loads:
@@ -256,7 +261,9 @@ func TestFaultLoadsFastPath(t *testing.T) {
 	fail.movImm(rAX, uint64(0xfffffffffffffff2)) // -EFAULT
 	fail.ret()
 	failFn, _ := arena.add(t, fail.buf)
-	copy(w.data, []byte{0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88})
+	for i := range 64 {
+		w.data[i] = byte(0x11 * (i + 1))
+	}
 	tests := []struct {
 		name    string
 		src     string
@@ -271,6 +278,8 @@ func TestFaultLoadsFastPath(t *testing.T) {
 		{"safe path uses the hook", "reg 0; ref32; end", Options{}, 0, ErrMemory, 0},
 		{"trace fast", "reg 0; const8 8; trace; const8 7; end", Options{FaultLoads: true}, 7, ErrNone, 19},
 		{"trace recovered", "reg 0; const8 8; trace; const8 7; end", Options{FaultLoads: true, faultAlways: true}, 0, ErrCollect, 0},
+		{"long trace fast", "reg 0; const8 64; trace; const8 7; end", Options{FaultLoads: true}, 7, ErrNone, 75},
+		{"long trace recovered zero", "reg 0; const8 64; trace; const8 7; end", Options{FaultLoads: true, faultAlways: true, ZeroUnreadable: true}, 7, ErrNone, 0},
 		{"tracenz fast", "reg 0; const8 8; tracenz; const8 7; end", Options{FaultLoads: true}, 7, ErrNone, 19},
 	}
 	for _, tt := range tests {
@@ -288,7 +297,7 @@ func TestFaultLoadsFastPath(t *testing.T) {
 				t.Fatal("arena full")
 			}
 			arena.seal(t)
-			w.reset(0, 64)
+			w.reset(0, 128)
 			w.regs[0] = w.dataLo
 			w.ctx.ReadMem = uint64(failFn)
 			v, code := w.run(fn)
@@ -298,7 +307,7 @@ func TestFaultLoadsFastPath(t *testing.T) {
 			if int(w.ctx.FrameUsed) != tt.frame {
 				t.Errorf("frame used %d, want %d", w.ctx.FrameUsed, tt.frame)
 			}
-			if tt.frame > 0 && !bytes.Equal(w.jitFrame()[11:], w.data[:8]) {
+			if tt.frame > 0 && !bytes.Equal(w.jitFrame()[11:], w.data[:tt.frame-11]) {
 				t.Errorf("frame % x does not hold the data", w.jitFrame())
 			}
 		})

@@ -212,6 +212,9 @@ func (a *asm) store16(m mem, src gpr) {
 	a.opMem(false, []byte{0x89}, src, m, false)
 }
 
+// store8 emits MOV byte [m], src8 (spl..dil need a REX prefix).
+func (a *asm) store8(m mem, src gpr) { a.opMem(false, []byte{0x88}, src, m, src >= 4) }
+
 // store8Imm emits MOV byte [m], imm8.
 func (a *asm) store8Imm(m mem, v byte) {
 	a.opMem(false, []byte{0xc6}, 0, m, false)

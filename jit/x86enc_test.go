@@ -157,6 +157,7 @@ func TestEncodeMemoryForms(t *testing.T) {
 			checkInsn(t, "store64", emit(func(a *asm) { a.store64(m, x) }), x86asm.MOV, ma, reg64(x))
 			checkInsn(t, "store32", emit(func(a *asm) { a.store32(m, x) }), x86asm.MOV, ma, reg32(x))
 			checkInsn(t, "store16", emit(func(a *asm) { a.store16(m, x) }), x86asm.MOV, ma, reg16(x))
+			checkInsn(t, "store8", emit(func(a *asm) { a.store8(m, x) }), x86asm.MOV, ma, reg8(x))
 			checkInsn(t, "lea", emit(func(a *asm) { a.lea(x, m) }), x86asm.LEA, reg64(x), ma)
 			checkInsn(t, "zx1", emit(func(a *asm) { a.loadZX(x, m, 1) }), x86asm.MOVZX, reg32(x), ma)
 			checkInsn(t, "zx2", emit(func(a *asm) { a.loadZX(x, m, 2) }), x86asm.MOVZX, reg32(x), ma)
