@@ -146,10 +146,11 @@ func TestFastTraceThreadsAndRingRefills(t *testing.T) {
 		t.Skip("gdbserver needs its in-process agent library for ftrace")
 	}
 	prog := buildProgram(t, "threads")
-	// Enough hits to fill the in-inferior ring several times over: the
-	// pads must trap to have it drained, and no hit may be lost.
+	// Enough hits to fill a small in-inferior ring (64 KiB, ~270 records)
+	// many times over: the pads must trap to have it drained, and no hit
+	// may be lost.
 	const nthreads, hitsPerThread = 4, 5000
-	out, stub := fastSession(t, prog, []string{strconv.Itoa(nthreads), strconv.Itoa(hitsPerThread)}, `
+	out, stub := traceSessionFlags(t, []string{"--once", "--debug", "--trace-ring-size=65536"}, prog, []string{strconv.Itoa(nthreads), strconv.Itoa(hitsPerThread)}, `
 set trace-buffer-size 33554432
 ftrace hit
 actions

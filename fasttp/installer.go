@@ -20,11 +20,14 @@ const (
 	maxSlots = 1024
 	// ctlSize is the control block: header and tracepoint table.
 	ctlSize = jit.CtlTPs + maxSlots*jit.CtlTPSize
-	// ringSize is the in-inferior ring the pads write records to. The
-	// stub drains it into its trace buffer on every trace packet and when
-	// it fills (a pad then traps), so it only has to hold the hits
-	// between two drains.
-	ringSize = 1 << 20
+	// DefaultRingSize is the size of the in-inferior ring the pads write
+	// records to. The stub drains it into its trace buffer on every trace
+	// packet, at thread exit and when it fills (a pad then traps and
+	// waits for the drain), so it only has to hold the hits between two
+	// drains; bigger means fewer stalls. Pages are touched only as used.
+	DefaultRingSize = 16 << 20
+	// MinRingSize is the smallest ring SetRingSize accepts.
+	MinRingSize = 64 << 10
 	// arenaSize is one area of pad code, allocated per 1 GiB window of
 	// code addresses so that rel32 jumps reach.
 	arenaSize = 256 << 10
@@ -48,6 +51,8 @@ type Installer struct {
 	mu       sync.Mutex
 	ctl      uint64 // control block; 0 until the first pad
 	ring     uint64 // ring data
+	ringSize uint64
+	snap     []byte // Sync's copy of the ring (records point into it until fed)
 	tail     uint64 // ring consumer cursor (mirrors CtlTail)
 	nextSlot uint32
 	sites    map[*tracing.Tracepoint]*jumpSite
@@ -125,10 +130,27 @@ func New(p *inferior.Process, e *tracing.Engine, traps TrapInstaller, logf func(
 		arenas:   map[uint64]*arena{},
 		viaTrap:  map[*tracing.Tracepoint]bool{},
 		faults:   map[uint64]uint64{},
+		ringSize: DefaultRingSize,
 	}
 	p.AddTrapHook(in.trapHook)
 	p.SetFaultHook(in.faultHook)
 	return in
+}
+
+// SetRingSize sets the size of the in-inferior ring (a multiple of 4096,
+// at least MinRingSize). It applies to the ring mapped with the first pad:
+// call it before that.
+func (in *Installer) SetRingSize(n uint64) error {
+	if n < MinRingSize || n%4096 != 0 || n > 1<<30 {
+		return fmt.Errorf("trace ring size %d: want a multiple of 4096 between %d and %d", n, MinRingSize, 1<<30)
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.ctl != 0 {
+		return errors.New("trace ring size: the ring is already mapped")
+	}
+	in.ringSize = n
+	return nil
 }
 
 // Install places tp: a jump pad when gdb asked for a fast tracepoint and
@@ -447,13 +469,13 @@ func (in *Installer) ensureCtlLocked(near uint64) error {
 	if in.ctl != 0 {
 		return nil
 	}
-	base, err := in.proc.AllocateScratch(near, ctlSize+ringSize)
+	base, err := in.proc.AllocateScratch(near, int(ctlSize+in.ringSize))
 	if err != nil {
 		return fmt.Errorf("mapping the trace ring: %w", err)
 	}
 	hdr := make([]byte, jit.CtlTPs)
 	binary.LittleEndian.PutUint64(hdr[jit.CtlRingBase:], base+ctlSize)
-	binary.LittleEndian.PutUint64(hdr[jit.CtlRingSize:], ringSize)
+	binary.LittleEndian.PutUint64(hdr[jit.CtlRingSize:], in.ringSize)
 	binary.LittleEndian.PutUint64(hdr[jit.CtlPid:], uint64(in.proc.Pid()))
 	if err := in.proc.WriteMemory(base, hdr); err != nil {
 		return fmt.Errorf("writing the control block: %w", err)

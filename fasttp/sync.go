@@ -20,7 +20,9 @@ type drained struct {
 // since the last drain becomes a trace frame (tracing.Syncer).
 func (in *Installer) Sync() {
 	in.mu.Lock()
-	recs, err := in.drainLocked(in.memLocked())
+	// Every thread is stopped when gdb sends a trace packet (all-stop):
+	// nothing writes the ring meanwhile, one bulk read is safe.
+	recs, err := in.drainLocked(in.memLocked(), true)
 	in.mu.Unlock()
 	if err != nil {
 		in.logf("fast tracepoints: draining the ring: %v", err)
@@ -39,7 +41,7 @@ func (in *Installer) SyncHit(mem tracing.MemoryAccess) {
 		return
 	}
 	in.hookMem = mem
-	recs, err := in.drainLocked(mem)
+	recs, err := in.drainLocked(mem, false)
 	in.mu.Unlock()
 	if err != nil {
 		in.logf("fast tracepoints: draining the ring: %v", err)
@@ -66,7 +68,10 @@ func (in *Installer) feed(recs []drained) {
 
 // drainLocked reads the committed records between the stub's tail and
 // the pads' head, then frees their space: headers zeroed, tail advanced.
-func (in *Installer) drainLocked(mem memory) ([]drained, error) {
+// quiescent says no thread can be writing the ring: it is then read in
+// bulk; otherwise each record's header is read before its body, so a
+// record being written is never read half done.
+func (in *Installer) drainLocked(mem memory, quiescent bool) ([]drained, error) {
 	if in.ctl == 0 {
 		return nil, nil
 	}
@@ -78,6 +83,7 @@ func (in *Installer) drainLocked(mem memory) ([]drained, error) {
 	if head == in.tail {
 		return nil, nil
 	}
+	ringSize := in.ringSize
 	if head < in.tail || head-in.tail > ringSize {
 		return nil, fmt.Errorf("ring cursors corrupt: head %#x, tail %#x", head, in.tail)
 	}
@@ -87,6 +93,22 @@ func (in *Installer) drainLocked(mem memory) ([]drained, error) {
 			return nil, err
 		}
 		return b, nil
+	}
+	if quiescent {
+		// Snapshot the used part of the ring in at most two reads.
+		if uint64(len(in.snap)) != ringSize {
+			in.snap = make([]byte, ringSize)
+		}
+		snap := in.snap
+		for pos := in.tail; pos < head; {
+			off := pos % ringSize
+			n := min(head-pos, ringSize-off)
+			if _, err := mem.ReadMemory(in.ring+off, snap[off:off+n]); err != nil {
+				return nil, fmt.Errorf("reading the ring: %w", err)
+			}
+			pos += n
+		}
+		read = RingSnapshot(snap)
 	}
 	recs, newTail, err := ParseRing(ringSize, in.tail, head, read)
 	if newTail != in.tail {

@@ -36,6 +36,9 @@ type Config struct {
 	DisableRandomization bool
 	// DisabledPackets lists packet names disabled with --disable-packet.
 	DisabledPackets []string
+	// TraceRingSize is the size of the ring fast tracepoints write to
+	// inside the inferior (--trace-ring-size); 0 means fasttp's default.
+	TraceRingSize uint64
 	// Log receives debug messages (--debug); nil disables them.
 	Log io.Writer
 	// PacketLog receives the packet log (--remote-debug); nil disables it.
@@ -183,6 +186,11 @@ func (s *Server) setProcess(p *inferior.Process, attached bool) {
 	s.gThread, s.cThread = 0, 0
 	s.xfer = map[string][]byte{}
 	s.traps = fasttp.New(p, s.trace, trapfallback.New(p, s.trace), s.logf)
+	if s.cfg.TraceRingSize != 0 {
+		if err := s.traps.SetRingSize(s.cfg.TraceRingSize); err != nil {
+			s.logf("%v", err)
+		}
+	}
 	s.trace.SetInstaller(s.traps)
 }
 

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"syscall"
 
+	"gotpstub/fasttp"
 	"gotpstub/server"
 )
 
@@ -66,6 +67,8 @@ Debug options:
   --debug               Enable general debugging output.
   --remote-debug        Enable remote protocol debugging output.
   --debug-file=FILE     Write debugging output to FILE.
+  --trace-ring-size=N   Bytes of the ring fast tracepoints write to inside
+                        the program (default 16 MiB; a multiple of 4096).
   --debug-format=OPTS   Accepted for compatibility.
   --disable-packet=OPT1[,OPT2,...]
                         Disable support for RSP packets or features.
@@ -83,6 +86,7 @@ type options struct {
 	wrapper                        []string
 	disableRandomization           bool
 	disabled                       []string
+	traceRingSize                  uint64
 	comm                           string
 	rest                           []string
 }
@@ -118,6 +122,12 @@ func parseArgs(args []string) (*options, error) {
 		case a == "--remote-debug":
 			o.remoteDebug = true
 		case a == "--event-loop-debug", strings.HasPrefix(a, "--debug-format="):
+		case strings.HasPrefix(a, "--trace-ring-size="):
+			n, err := strconv.ParseUint(strings.TrimPrefix(a, "--trace-ring-size="), 0, 64)
+			if err != nil || n < fasttp.MinRingSize || n%4096 != 0 || n > 1<<30 {
+				return o, fmt.Errorf("%s: want a multiple of 4096 between %d and %d bytes", a, fasttp.MinRingSize, 1<<30)
+			}
+			o.traceRingSize = n
 		case strings.HasPrefix(a, "--debug-file="):
 			o.debugFile = strings.TrimPrefix(a, "--debug-file=")
 		case a == "--disable-randomization":
@@ -197,6 +207,7 @@ func run(args []string) int {
 		Wrapper:              o.wrapper,
 		DisableRandomization: o.disableRandomization,
 		DisabledPackets:      o.disabled,
+		TraceRingSize:        o.traceRingSize,
 		Progress:             os.Stderr,
 	}
 	if o.debug {
