@@ -253,13 +253,13 @@ for stub in $STUBS; do
 	cpu_med=$(median <"$work/cpu.ns")
 	wall_hit_ns[$stub]=$(((traced_ns - base_ns) / N))
 	cpu_hit_ns[$stub]=$((cpu_med / N))
-	results+=("$(printf '%-12s %15s %12s %12s %11s %7s' "$(basename "$stub")" "$traced_ns" "$base_ns" \
-		"$(us "${wall_hit_ns[$stub]}")" "$(us "${cpu_hit_ns[$stub]}")" "$frames")")
+	results+=("$(printf '%-12s %15s %12s %12s %12s %11s %7s' "$(basename "$stub")" "$traced_ns" "$base_ns" \
+		"${wall_hit_ns[$stub]}" "$(us "${wall_hit_ns[$stub]}")" "$(us "${cpu_hit_ns[$stub]}")" "$frames")")
 done
 
 echo
 echo "=== per-hit cost of '$KIND hit if i % 2 == 0' + 'collect i, \$regs' (N=$N, median of $REPS) ==="
-printf '%-12s %15s %12s %12s %11s %7s\n' stub traced_loop_ns untraced_ns wall_us/hit cpu_us/hit frames
+printf '%-12s %15s %12s %12s %12s %11s %7s\n' stub traced_loop_ns untraced_ns wall_ns/hit wall_us/hit cpu_us/hit frames
 for line in "${results[@]}"; do echo "$line"; done
 echo "(wall_us/hit = (traced - untraced loop ns) / N; cpu_us/hit = user+system CPU of stub and program, whole session, / N)"
 read -r -a stubs <<<"$STUBS"
