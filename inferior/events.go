@@ -238,8 +238,13 @@ func (p *Process) handleEvent(t *thread, event int) {
 		}
 		p.resumeThread(t)
 	case unix.PTRACE_EVENT_FORK, unix.PTRACE_EVENT_VFORK:
-		p.releaseForkChild(t, event == unix.PTRACE_EVENT_VFORK)
-		p.resumeThread(t)
+		if !p.onForkEvent(t, event == unix.PTRACE_EVENT_VFORK) {
+			p.resumeThread(t)
+		}
+	case unix.PTRACE_EVENT_VFORK_DONE:
+		if !p.onVForkDone(t) {
+			p.resumeThread(t)
+		}
 	case unix.PTRACE_EVENT_EXEC:
 		p.onExec(t)
 	case unix.PTRACE_EVENT_EXIT:
@@ -247,49 +252,6 @@ func (p *Process) handleEvent(t *thread, event int) {
 	default:
 		p.resumeThread(t)
 	}
-}
-
-// releaseForkChild detaches the child of a fork t just made. The child
-// is not debugged (gdbserver's default, follow-fork-mode parent), but it
-// inherited our int3s and would die of SIGTRAP on one: put the original
-// bytes back in its memory first. A vfork child shares its parent's
-// memory, so its int3s cannot be taken out; it usually execs at once.
-func (p *Process) releaseForkChild(t *thread, vfork bool) {
-	msg, err := unix.PtraceGetEventMsg(t.tid)
-	if err != nil {
-		return
-	}
-	child := int(msg)
-	if p.orphans[child] {
-		delete(p.orphans, child)
-	} else {
-		for {
-			_, ws, err := wait4(child, 0)
-			if err != nil || ws.Exited() || ws.Signaled() {
-				return
-			}
-			if ws.Stopped() {
-				break
-			}
-		}
-	}
-	if !vfork && (len(p.swbps) > 0 || len(p.patches) > 0) {
-		if f, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", child), os.O_RDWR, 0); err == nil {
-			for addr, bp := range p.swbps {
-				if bp.inserted {
-					_, _ = f.WriteAt([]byte{bp.orig}, int64(addr))
-				}
-			}
-			// Code patches too (after the breakpoints: under a patch a
-			// breakpoint's saved byte is the patch's): the child has no
-			// use for jumps into pads whose buffers nobody reads.
-			for addr, c := range p.patches {
-				_, _ = f.WriteAt(c.orig, int64(addr))
-			}
-			f.Close()
-		}
-	}
-	_ = ptraceDetach(child, 0)
 }
 
 // onExec resets the state an execve destroyed and queues the exec stop.
@@ -876,7 +838,14 @@ func (p *Process) stepThread(t *thread, sig int) (bool, error) {
 			p.handleEvent(t, unix.PTRACE_EVENT_CLONE)
 			p.stopping = saved
 		case s == unix.SIGTRAP && (ws.TrapCause() == unix.PTRACE_EVENT_FORK || ws.TrapCause() == unix.PTRACE_EVENT_VFORK):
-			p.releaseForkChild(t, ws.TrapCause() == unix.PTRACE_EVENT_VFORK)
+			if p.onForkEvent(t, ws.TrapCause() == unix.PTRACE_EVENT_VFORK) {
+				// Reported: the step goes on at the next resumption.
+				return false, nil
+			}
+		case s == unix.SIGTRAP && ws.TrapCause() == unix.PTRACE_EVENT_VFORK_DONE:
+			if p.onVForkDone(t) {
+				return false, nil
+			}
 		case s == unix.SIGTRAP && ws.TrapCause() == unix.PTRACE_EVENT_EXEC:
 			p.onExec(t)
 			return false, nil
@@ -1021,6 +990,7 @@ func (p *Process) Kill() error {
 		return fmt.Errorf("kill %d: %w", p.pid, err)
 	}
 	return p.do(func() error {
+		p.releaseForks(true)
 		p.reapKilled()
 		return nil
 	})
@@ -1067,6 +1037,15 @@ func (p *Process) detach() error {
 	if p.exitEvent != nil {
 		return ErrExited
 	}
+	err := p.detachThreads()
+	p.releaseForks(false)
+	p.setExited(StopEvent{Kind: Exited, Tid: p.pid})
+	return err
+}
+
+// detachThreads is Detach without forgetting the process: every thread is
+// detached with our breakpoints, patches and debug registers gone.
+func (p *Process) detachThreads() error {
 	p.stopAll()
 	var firstErr error
 	for addr, bp := range p.swbps {
@@ -1111,6 +1090,5 @@ func (p *Process) detach() error {
 			firstErr = fmt.Errorf("detach thread %d: %w", tid, err)
 		}
 	}
-	p.setExited(StopEvent{Kind: Exited, Tid: p.pid})
 	return firstErr
 }

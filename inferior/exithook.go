@@ -58,6 +58,9 @@ func (p *Process) ptraceOptions() int {
 	if p.traceExit {
 		opts |= unix.PTRACE_O_TRACEEXIT
 	}
+	if p.reportVFork {
+		opts |= unix.PTRACE_O_TRACEVFORKDONE
+	}
 	return opts
 }
 

@@ -55,6 +55,9 @@ type Process struct {
 	memFile   *os.File
 	swbps     map[uint64]*swBreakpoint
 	patches   map[uint64]*codePatch // by start address
+	// Fork events (SetReportForks): children held for gdb, by pid.
+	reportFork, reportVFork bool
+	forks                   map[int]*forkChild
 	debugRegs debugRegisters
 	drGen     int // bumped whenever debugRegs change
 	hook      func(*Stopped) TrapAction
@@ -122,6 +125,7 @@ func newProcess() *Process {
 		orphans: map[int]bool{},
 		swbps:   map[uint64]*swBreakpoint{},
 		patches: map[uint64]*codePatch{},
+		forks:   map[int]*forkChild{},
 		sigchld: make(chan os.Signal, 1),
 		layout:  hostLayout(),
 	}
@@ -148,10 +152,12 @@ func (p *Process) loop(started chan struct{}) {
 			if p.attached {
 				_ = p.detach()
 			} else {
+				p.releaseForks(true)
 				_ = unix.Kill(p.pid, unix.SIGKILL)
 				p.reapKilled()
 			}
 		}
+		p.releaseForks(false)
 		signal.Stop(p.sigchld)
 		if p.memFile != nil {
 			p.memFile.Close()

@@ -103,6 +103,13 @@ type StopEvent struct {
 	WatchAddr uint64 // data address of a watchpoint stop
 
 	Exec bool // the thread called execve: ExePath and the memory are new
+
+	// ForkChild is the pid of the child the thread's fork (VFork: vfork)
+	// created, held for the caller (SetReportForks); 0 for other stops.
+	ForkChild int
+	VFork     bool
+	// VForkDone: the thread's vfork child has exec'd or exited.
+	VForkDone bool
 }
 
 // TrapAction is a trap hook's verdict.

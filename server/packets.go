@@ -99,7 +99,9 @@ func (s *Server) tracePacket(pkt []byte) []byte {
 
 func (s *Server) qSupported(pkt []byte) []byte {
 	s.multiprocess, s.execEvents = false, false
-	for _, f := range strings.Split(strings.TrimPrefix(string(pkt), "qSupported:"), ";") {
+	offered := strings.Split(strings.TrimPrefix(string(pkt), "qSupported:"), ";")
+	s.parseForkFeatures(offered)
+	for _, f := range offered {
 		switch f {
 		case "multiprocess+":
 			s.multiprocess = true
@@ -123,6 +125,8 @@ func (s *Server) qSupported(pkt []byte) []byte {
 	if s.execEvents {
 		feats = append(feats, "exec-events+")
 	}
+	feats = append(feats, s.forkFeatures()...)
+	s.applyForkReporting()
 	feats = append(feats, s.trace.Features()...)
 	var out []string
 	for _, f := range feats {
@@ -193,7 +197,7 @@ func (s *Server) threadInfoFirst([]byte) []byte {
 	}
 	var b strings.Builder
 	b.WriteByte('m')
-	for i, t := range s.proc.Threads() {
+	for i, t := range s.listedThreads() {
 		if i > 0 {
 			b.WriteByte(',')
 		}
@@ -217,7 +221,7 @@ func (s *Server) setThread(pkt []byte) []byte {
 	if err != nil {
 		return errReply(errBadPacket)
 	}
-	if tid > 0 && (!s.needProcess() || !s.alive(int(tid))) {
+	if tid > 0 && (!s.needProcess() || !s.alive(int(tid)) && !s.proc.IsForkChild(int(tid))) {
 		return errReply(errThread)
 	}
 	switch pkt[1] {
@@ -236,7 +240,7 @@ func (s *Server) threadAlive(pkt []byte) []byte {
 	if err != nil {
 		return errReply(errBadPacket)
 	}
-	if s.needProcess() && s.alive(int(tid)) {
+	if s.needProcess() && (s.alive(int(tid)) || s.proc.IsForkChild(int(tid))) {
 		return rsp.OK
 	}
 	return errReply(errThread)
@@ -251,7 +255,7 @@ func (s *Server) readRegisters([]byte) []byte {
 	if !s.needProcess() {
 		return errReply(errNoProcess)
 	}
-	regs, err := s.proc.Registers(s.currentThread())
+	regs, err := s.threadRegisters()
 	if err != nil {
 		s.logf("g: %v", err)
 		return errReply(errRegister)
@@ -281,6 +285,9 @@ func (s *Server) writeRegisters(pkt []byte) []byte {
 	}
 	if !s.needProcess() {
 		return errReply(errNoProcess)
+	}
+	if c := s.heldChild(); c != 0 {
+		return errHeldChildWrite(c)
 	}
 	data, err := hex.DecodeString(string(pkt[1:]))
 	if err != nil {
@@ -314,7 +321,7 @@ func (s *Server) readRegister(pkt []byte) []byte {
 	if !s.needProcess() {
 		return errReply(errNoProcess)
 	}
-	regs, err := s.proc.Registers(s.currentThread())
+	regs, err := s.threadRegisters()
 	if err != nil {
 		return errReply(errRegister)
 	}
@@ -327,6 +334,9 @@ func (s *Server) writeRegister(pkt []byte) []byte {
 	}
 	if !s.needProcess() {
 		return errReply(errNoProcess)
+	}
+	if c := s.heldChild(); c != 0 {
+		return errHeldChildWrite(c)
 	}
 	eq := bytes.IndexByte(pkt, '=')
 	if eq < 0 {
@@ -385,6 +395,8 @@ func (s *Server) readMemory(pkt []byte) []byte {
 	var got int
 	if s.trace.FrameSelected() {
 		got, err = s.trace.FrameMemory(addr, buf)
+	} else if c := s.heldChild(); c != 0 {
+		got, err = s.proc.ReadForkChildMemory(c, addr, buf)
 	} else if s.needProcess() {
 		got, err = s.proc.ReadMemory(addr, buf)
 	} else {
@@ -435,6 +447,9 @@ func (s *Server) doWriteMemory(addr uint64, b []byte) []byte {
 	}
 	if !s.needProcess() {
 		return errReply(errNoProcess)
+	}
+	if c := s.heldChild(); c != 0 {
+		return errHeldChildWrite(c)
 	}
 	if len(b) == 0 {
 		return rsp.OK
@@ -487,6 +502,9 @@ func (s *Server) insertBreakpoint(pkt []byte) []byte {
 	if !s.needProcess() {
 		return errReply(errNoProcess)
 	}
+	if c := s.heldChild(); c != 0 {
+		return s.heldBreakpointPacket(c, kind, addr, size, true)
+	}
 	if err := s.proc.InsertBreakpoint(kind, addr, size); err != nil {
 		s.logf("Z %x: %v", addr, err)
 		return errReply(errMemory)
@@ -502,6 +520,9 @@ func (s *Server) removeBreakpoint(pkt []byte) []byte {
 	if !s.needProcess() {
 		return errReply(errNoProcess)
 	}
+	if c := s.heldChild(); c != 0 {
+		return s.heldBreakpointPacket(c, kind, addr, size, false)
+	}
 	if err := s.proc.RemoveBreakpoint(kind, addr, size); err != nil {
 		s.logf("z %x: %v", addr, err)
 		return errReply(errMemory)
@@ -511,7 +532,10 @@ func (s *Server) removeBreakpoint(pkt []byte) []byte {
 
 // ---- process lifetime
 
-func (s *Server) kill([]byte) []byte {
+func (s *Server) kill(pkt []byte) []byte {
+	if reply := s.killForked(pkt); reply != nil {
+		return reply
+	}
 	if s.proc != nil {
 		if s.trace.Running() {
 			s.trace.OnInferiorExit()
@@ -536,9 +560,16 @@ func (s *Server) kill([]byte) []byte {
 	return rsp.OK
 }
 
-func (s *Server) detach([]byte) []byte {
+func (s *Server) detach(pkt []byte) []byte {
 	if !s.needProcess() {
 		return errReply(errNoProcess)
+	}
+	pid, err := detachPid(pkt)
+	if err != nil {
+		return errReply(errBadPacket)
+	}
+	if reply := s.detachForked(pid); reply != nil {
+		return reply
 	}
 	if s.trace.Running() {
 		s.trace.OnDisconnect()
@@ -815,7 +846,7 @@ func (s *Server) threadsXML() []byte {
 	b.WriteString("<?xml version=\"1.0\"?>\n<threads>\n")
 	ts := s.proc.Threads()
 	sort.Ints(ts)
-	for _, t := range ts {
+	for _, t := range append(ts, s.proc.ForkChildren()...) {
 		fmt.Fprintf(&b, "<thread id=\"%s\"", s.threadID(t))
 		if name := s.proc.ThreadName(t); name != "" {
 			fmt.Fprintf(&b, " name=\"%s\"", xmlEscape(name))
@@ -895,7 +926,7 @@ func (s *Server) alive(tid int) bool {
 // agreed on the multiprocess extensions, the bare tid otherwise.
 func (s *Server) threadID(tid int) string {
 	pid := tid
-	if s.proc != nil {
+	if s.proc != nil && (s.proc.Alive(tid) || !s.proc.IsForkChild(tid)) {
 		pid = s.proc.Pid()
 	}
 	return rsp.FormatThreadID(pid, tid, s.multiprocess)

@@ -84,9 +84,12 @@ func (s *Server) parseResume(pkt []byte) ([]inferior.Action, []rangeStep, error)
 		act, tidStr, hasTid := strings.Cut(f, ":")
 		tid := -1
 		if hasTid {
-			_, t, err := rsp.ParseThreadID(tidStr)
+			pid, t, err := rsp.ParseThreadID(tidStr)
 			if err != nil {
 				return nil, nil, fmt.Errorf("bad thread id %q: %w", tidStr, err)
+			}
+			if pid > 0 && int(pid) != s.proc.Pid() && s.proc.IsForkChild(int(pid)) {
+				return nil, nil, fmt.Errorf("process %d is a fork child held for gdb: gotpstub runs one process at a time (detach it, or detach its parent to follow it)", pid)
 			}
 			tid = int(t)
 			if tid == 0 {
@@ -315,6 +318,7 @@ func (s *Server) stopReply(ev inferior.StopEvent) []byte {
 			}
 		}
 	}
+	b.WriteString(s.forkStopFields(ev))
 	if ev.Exec && s.execEvents && s.proc != nil {
 		// The program image changed: gdb reloads symbols from this path.
 		if path, err := s.proc.ExePath(); err == nil {

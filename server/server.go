@@ -72,6 +72,11 @@ type Server struct {
 	multiprocess bool
 	// execEvents: gdb understands exec stop reasons (exec-events).
 	execEvents bool
+	// forkEvents, vforkEvents: gdb offered fork-events / vfork-events
+	// (reported only with multiprocess; fork.go).
+	forkEvents, vforkEvents bool
+	// heldBps: Z packets gdb sent for held fork children, by pid.
+	heldBps map[int]map[heldBreakpoint]bool
 	lastPid    int  // pid of the current or last process
 	exitReq    bool // monitor exit
 
@@ -192,6 +197,8 @@ func (s *Server) setProcess(p *inferior.Process, attached bool) {
 		}
 	}
 	s.trace.SetInstaller(s.traps)
+	s.heldBps = nil
+	s.applyForkReporting()
 }
 
 // HasProcess reports whether a live process is being debugged.
@@ -228,6 +235,7 @@ func (s *Server) Serve(rw io.ReadWriteCloser) error {
 
 // onDisconnect does what gdbserver does when gdb vanishes.
 func (s *Server) onDisconnect() {
+	s.releaseHeldForks()
 	s.trace.OnDisconnect()
 	s.files.CloseAll()
 }

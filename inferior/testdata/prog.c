@@ -239,6 +239,16 @@ int main(int argc, char **argv) {
 		hit(2);
 		return WIFEXITED(status) && WEXITSTATUS(status) == 3 ? 11 : 12;
 	}
+	if (strcmp(mode, "vfork") == 0) {
+		int status = 0;
+		pid_t child = vfork();
+		if (child == 0) {
+			_exit(4);
+		}
+		waitpid(child, &status, 0);
+		hit(2);
+		return WIFEXITED(status) && WEXITSTATUS(status) == 4 ? 13 : 14;
+	}
 	if (strcmp(mode, "fault") == 0) {
 		/* Reads through a function pointer from an unmapped address. */
 		long (*volatile load)(const long *) = fault_load;

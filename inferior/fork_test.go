@@ -1,0 +1,205 @@
+package inferior
+
+import (
+	"os"
+	"reflect"
+	"strconv"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"gotpstub/tdesc"
+)
+
+// waitSkippingSIGCHLD waits for the next event, passing SIGCHLD (a child's
+// exit) back to the thread that got it as gdb would.
+func waitSkippingSIGCHLD(t *testing.T, p *Process) StopEvent {
+	t.Helper()
+	for {
+		ev := wait(t, p)
+		if ev.Kind != SignalStop || ev.Signal != int(unix.SIGCHLD) {
+			return ev
+		}
+		if err := p.Resume([]Action{{Tid: ev.Tid, Signal: ev.Signal}, {Tid: -1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// forkStop runs the "fork" or "vfork" scenario with fork events reported
+// and a breakpoint on hit, to the fork event.
+func forkStop(t *testing.T, mode string) (*Process, StopEvent, uint64) {
+	t.Helper()
+	p := launch(t, mode)
+	runToMain(t, p)
+	p.SetReportForks(true, true)
+	hit := symbol(t, p, "hit")
+	if err := p.InsertBreakpoint(SoftwareBreakpoint, hit, 1); err != nil {
+		t.Fatal(err)
+	}
+	resumeAll(t, p)
+	ev := wait(t, p)
+	if ev.Kind != SignalStop || ev.Signal != int(unix.SIGTRAP) || ev.ForkChild == 0 || ev.Tid != p.Pid() {
+		t.Fatalf("event %+v, want the parent's fork event", ev)
+	}
+	if ev.VFork != (mode == "vfork") {
+		t.Fatalf("event %+v: VFork should be %v", ev, mode == "vfork")
+	}
+	if got := p.ForkChildren(); !reflect.DeepEqual(got, []int{ev.ForkChild}) {
+		t.Fatalf("ForkChildren %v, want [%d]", got, ev.ForkChild)
+	}
+	if p.Alive(ev.ForkChild) {
+		t.Errorf("the held child %d is listed as a thread of the parent", ev.ForkChild)
+	}
+	return p, ev, hit
+}
+
+// TestForkEventHeldChild: a reported fork holds the child stopped, with our
+// int3s already out of its memory; its registers are readable; detached, it
+// runs without trapping and the parent goes on to its breakpoint.
+func TestForkEventHeldChild(t *testing.T) {
+	p, ev, hit := forkStop(t, "fork")
+	child := ev.ForkChild
+
+	var b [1]byte
+	if _, err := p.ReadForkChildMemory(child, hit, b[:]); err != nil {
+		t.Fatal(err)
+	}
+	if b[0] == breakpointInsn {
+		t.Errorf("the child's memory still holds our int3 at hit")
+	}
+	raw, err := os.Open("/proc/" + itoa(p.Pid()) + "/mem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.ReadAt(b[:], int64(hit)); err != nil || b[0] != breakpointInsn {
+		t.Errorf("the parent's memory lost its int3 at hit (%#x, %v)", b[0], err)
+	}
+	raw.Close()
+
+	cr, err := p.ForkChildRegisters(child)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr, err := p.Registers(ev.Tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cr.Uint64(tdesc.RIP) != pr.Uint64(tdesc.RIP) {
+		t.Errorf("child pc %#x, parent pc %#x: both should be after the fork", cr.Uint64(tdesc.RIP), pr.Uint64(tdesc.RIP))
+	}
+	if err := p.DetachForkChild(ev.Tid); err == nil {
+		t.Errorf("DetachForkChild of the parent's own thread succeeded")
+	}
+	if err := p.DetachForkChild(child); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.ForkChildren(); len(got) != 0 {
+		t.Errorf("ForkChildren after detach: %v", got)
+	}
+	resumeAll(t, p)
+	ev = waitSkippingSIGCHLD(t, p)
+	if ev.Reason != "swbreak" || ev.Tid != p.Pid() {
+		t.Fatalf("event %+v, want the parent at hit", ev)
+	}
+	if r, err := p.Registers(ev.Tid); err != nil || r.Uint64(tdesc.RDI) != 2 {
+		t.Errorf("hit argument %v (%v), want the parent's 2", r, err)
+	}
+	resumeAll(t, p)
+	if ev := waitSkippingSIGCHLD(t, p); ev.Kind != Exited || ev.ExitCode != 11 {
+		t.Errorf("end %+v, want exit 11 (the child exited 3, untrapped)", ev)
+	}
+}
+
+// TestVForkEvents: vfork is reported with VFork, the detached child runs
+// to its _exit, and the parent then reports VForkDone before going on.
+func TestVForkEvents(t *testing.T) {
+	p, ev, _ := forkStop(t, "vfork")
+	if err := p.DetachForkChild(ev.ForkChild); err != nil {
+		t.Fatal(err)
+	}
+	resumeAll(t, p)
+	ev = wait(t, p)
+	if !ev.VForkDone || ev.Tid != p.Pid() || ev.Signal != int(unix.SIGTRAP) {
+		t.Fatalf("event %+v, want the parent's vfork-done", ev)
+	}
+	resumeAll(t, p)
+	ev = waitSkippingSIGCHLD(t, p)
+	if ev.Reason != "swbreak" {
+		t.Fatalf("event %+v, want the parent at hit", ev)
+	}
+	resumeAll(t, p)
+	if ev := waitSkippingSIGCHLD(t, p); ev.Kind != Exited || ev.ExitCode != 13 {
+		t.Errorf("end %+v, want exit 13 (the vfork child exited 4)", ev)
+	}
+}
+
+// TestFollowForkChild: following the held child detaches the parent (which
+// runs to its end on its own) and makes the child the process: its
+// breakpoint is hit with the child's argument and its exit is reported.
+func TestFollowForkChild(t *testing.T) {
+	p, ev, hit := forkStop(t, "fork")
+	parent, child := p.Pid(), ev.ForkChild
+	if err := p.FollowForkChild(parent); err == nil {
+		t.Fatal("FollowForkChild of a pid that is not a held child succeeded")
+	}
+	if err := p.FollowForkChild(child); err != nil {
+		t.Fatal(err)
+	}
+	if p.Pid() != child || !reflect.DeepEqual(p.Threads(), []int{child}) {
+		t.Fatalf("after following: pid %d threads %v, want %d", p.Pid(), p.Threads(), child)
+	}
+	// The parent is detached with its int3 removed.
+	raw, err := os.Open("/proc/" + itoa(parent) + "/mem")
+	if err == nil {
+		var b [1]byte
+		if _, err := raw.ReadAt(b[:], int64(hit)); err == nil && b[0] == breakpointInsn {
+			t.Errorf("the detached parent still has our int3 at hit")
+		}
+		raw.Close()
+	}
+	if err := p.InsertBreakpoint(SoftwareBreakpoint, hit, 1); err != nil {
+		t.Fatal(err)
+	}
+	resumeAll(t, p)
+	ev = wait(t, p)
+	if ev.Reason != "swbreak" || ev.Tid != child {
+		t.Fatalf("event %+v, want the child at hit", ev)
+	}
+	if r, err := p.Registers(child); err != nil || r.Uint64(tdesc.RDI) != 1 {
+		t.Errorf("hit argument %v (%v), want the child's 1", r, err)
+	}
+	resumeAll(t, p)
+	if ev := wait(t, p); ev.Kind != Exited || ev.ExitCode != 3 || ev.Tid != child {
+		t.Errorf("end %+v, want the child's exit 3", ev)
+	}
+}
+
+// TestForkNotReportedByDefault: without SetReportForks the child is let go
+// at once and no fork event is seen.
+func TestForkNotReportedByDefault(t *testing.T) {
+	p := launch(t, "vfork")
+	runToMain(t, p)
+	resumeAll(t, p)
+	ev := waitSkippingSIGCHLD(t, p)
+	if ev.Kind != Exited || ev.ExitCode != 13 {
+		t.Errorf("end %+v, want exit 13 with no fork event", ev)
+	}
+}
+
+// TestKillWithHeldForkChild: killing the process also kills the held
+// child.
+func TestKillWithHeldForkChild(t *testing.T) {
+	p, ev, _ := forkStop(t, "fork")
+	if err := p.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Kill(ev.ForkChild, 0); err == nil {
+		// It may linger as a zombie of the killed parent for a moment.
+		if st, err := os.ReadFile("/proc/" + itoa(ev.ForkChild) + "/stat"); err == nil && statState(string(st)) != 'Z' {
+			t.Errorf("held child %d survives Kill: %s", ev.ForkChild, st)
+		}
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
