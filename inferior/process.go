@@ -58,11 +58,11 @@ type Process struct {
 	// Fork events (SetReportForks): children held for gdb, by pid.
 	reportFork, reportVFork bool
 	forks                   map[int]*forkChild
-	debugRegs debugRegisters
-	drGen     int // bumped whenever debugRegs change
-	hook      func(*Stopped) TrapAction
-	trapHooks []func(*Stopped) (TrapAction, bool) // AddTrapHook's, tried before hook
-	faultHook FaultHook
+	debugRegs               debugRegisters
+	drGen                   int // bumped whenever debugRegs change
+	hook                    func(*Stopped) TrapAction
+	trapHooks               []func(*Stopped) (TrapAction, bool) // AddTrapHook's, tried before hook
+	faultHook               FaultHook
 	// Exit hook (SetExitHook): with traceExit every thread should have
 	// PTRACE_O_TRACEEXIT. baseOptions are the options set at launch or
 	// attach; optionsGen is bumped whenever the options change, and a

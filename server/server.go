@@ -77,8 +77,8 @@ type Server struct {
 	forkEvents, vforkEvents bool
 	// heldBps: Z packets gdb sent for held fork children, by pid.
 	heldBps map[int]map[heldBreakpoint]bool
-	lastPid    int  // pid of the current or last process
-	exitReq    bool // monitor exit
+	lastPid int  // pid of the current or last process
+	exitReq bool // monitor exit
 
 	gThread, cThread int // Hg / Hc selections (0 = any, -1 = all)
 
