@@ -397,6 +397,70 @@ func TestExec(t *testing.T) {
 	stubPath(t)
 	prog := buildProgram(t, "execself")
 	out, _ := debugSession(t, prog, nil,
-		"break main", "continue", "print argc", "continue", "print argc", "continue")
+		"break main", "catch exec", "continue", "print argc", "continue", "continue", "print argc", "continue")
 	mustContain(t, out, "is executing new program:", "$1 = 1", "$2 = 2", "exited with code 07")
+	mustMatch(t, out, `Catchpoint 2 \(exec'd .*execself\)`)
+}
+
+// TestForkEvents: fork and vfork seen by gdb as gdbserver shows them —
+// catchpoints, the default follow-fork-mode parent (the child detached and
+// running free of our breakpoints), follow-fork-mode child (the stub then
+// debugs the child), and detach-on-fork off (the held child's registers
+// and memory readable as inferior 2, then detached).
+func TestForkEvents(t *testing.T) {
+	stubPath(t)
+	forks := buildProgram(t, "forks")
+	tests := []struct {
+		name     string
+		commands []string
+		want     []string
+		// wantRe are regular expressions gdb's output must match.
+		wantRe        []string
+		programOutput []string
+	}{
+		{
+			name: "catch fork and vfork, follow parent",
+			commands: []string{"catch fork", "catch vfork", "break child_work", "break parent_work",
+				"continue", "continue", "continue", "continue"},
+			wantRe: []string{`Catchpoint 1 \(forked process \d+\)`, `\[Detaching after fork from child process \d+\]`,
+				`Catchpoint 2 \(vforked process \d+\)`, `\[Detaching after vfork from child process \d+\]`},
+			want: []string{"Breakpoint 4, parent_work (n=1)", "exited normally"},
+			// The child ran through child_work's breakpoint without
+			// trapping: the int3 was taken out of its memory.
+			programOutput: []string{"child counter 1", "parent: child status 3 counter -1", "parent: vfork child status 4"},
+		},
+		{
+			name:     "follow child",
+			commands: []string{"set follow-fork-mode child", "break child_work", "continue", "bt", "print n", "continue"},
+			wantRe:   []string{`\[Attaching after .* fork to child .*\]`, `\[Detaching after fork from parent process \d+\]`},
+			want: []string{"hit Breakpoint 1, child_work (n=1)", "in main () at ", "$1 = 1",
+				"exited with code 03"},
+			programOutput: []string{"child counter 1", "parent: child status 3 counter -1"},
+		},
+		{
+			name: "detach-on-fork off",
+			// gdb adds inferior 2 when it resumes after the catchpoint
+			// (stepi); the parent cannot finish while the child it waits
+			// for is held, so the child is detached before continuing.
+			commands: []string{"set detach-on-fork off", "catch fork", "continue", "stepi",
+				"info inferiors", "inferior 2", "print counter", "print $pc == $pc", "info threads",
+				"detach inferior 2", "inferior 1", "delete", "set detach-on-fork on", "continue"},
+			wantRe: []string{`Catchpoint 1 \(forked process \d+\)`, `\[New inferior 2 \(process \d+\)\]`,
+				`\n\s+2\s+process \d+`, `\[Switching to inferior 2 \[process \d+\]`,
+				`\* 2\.1\s+Thread \d+\.\d+ "forks"`, `\[Inferior 2 \(process \d+\) detached\]`},
+			want:          []string{"$1 = 0", "$2 = 1", "exited normally"},
+			programOutput: []string{"child counter 1", "parent: child status 3 counter -1"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, stub := debugSession(t, forks, nil, tt.commands...)
+			for _, re := range tt.wantRe {
+				mustMatch(t, out, re)
+			}
+			mustContain(t, out, tt.want...)
+			stub.waitExit(10 * time.Second)
+			mustContain(t, stub.output.String(), tt.programOutput...)
+		})
+	}
 }

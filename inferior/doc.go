@@ -83,10 +83,21 @@
 //
 // # Forks and exec
 //
-// Forked children are not debugged (gdb's follow-fork-mode parent): the
-// child is traced just long enough to take our int3s and code patches
-// out of its memory, then detached. A vfork child shares its parent's
-// memory and is detached as it is. An exec is reported as a SIGTRAP stop
+// By default forked children are not debugged (gdb's follow-fork-mode
+// parent without fork events): the child is traced just long enough to
+// take our int3s and code patches out of its memory, then detached. A
+// vfork child shares its parent's memory and is detached as it is.
+//
+// With SetReportForks (gdb's fork-events and vfork-events) a fork stops the
+// forking thread with StopEvent.ForkChild set and the child is held stopped
+// by this same tracer thread (ptrace ties a tracee to its tracer thread, so
+// no other Process could take it over): ForkChildren lists it, its
+// registers and memory can be read, and DetachForkChild, KillForkChild or
+// FollowForkChild decide its fate. FollowForkChild detaches the parent and
+// turns this Process into the child's (follow-fork-mode child). A held
+// child never runs while its parent is debugged: one Process debugs one
+// process at a time. The parent of a vfork reports VForkDone once the
+// child has exec'd or exited. An exec is reported as a SIGTRAP stop
 // with Exec set; breakpoints, internal traps, code patches and debug
 // registers are forgotten, since the new program image has none of them.
 //

@@ -554,7 +554,10 @@ func (p *Process) Alive(tid int) bool {
 func (p *Process) ThreadName(tid int) string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/comm", p.pid, tid))
 	if err != nil {
-		return ""
+		// A held fork child is a process of its own.
+		if b, err = os.ReadFile(fmt.Sprintf("/proc/%d/comm", tid)); err != nil {
+			return ""
+		}
 	}
 	return strings.TrimRight(string(b), "\n")
 }

@@ -106,6 +106,12 @@ func (s *Server) heldChild() int {
 	return 0
 }
 
+// errRunHeldChild is the error for resuming a held fork child (alone, or
+// with every process, as schedule-multiple does).
+func errRunHeldChild(pid int) error {
+	return fmt.Errorf("process %d is a fork child held for gdb: gotpstub runs one process at a time (detach it, or detach its parent to follow it)", pid)
+}
+
 // errHeldChildWrite answers writes to a held fork child.
 func errHeldChildWrite(pid int) []byte {
 	return rsp.ErrorMessage(fmt.Sprintf("process %d is a fork child held for gdb: gotpstub does not write to it", pid))

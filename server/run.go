@@ -77,19 +77,26 @@ func (s *Server) parseResume(pkt []byte) ([]inferior.Action, []rangeStep, error)
 	// vCont;ACTION[:TID];...
 	var acts []inferior.Action
 	var ranges []rangeStep
+	held := s.proc.ForkChildren()
 	for _, f := range strings.Split(str[len("vCont;"):], ";") {
 		if f == "" {
 			continue
 		}
 		act, tidStr, hasTid := strings.Cut(f, ":")
 		tid := -1
+		if !hasTid && len(held) > 0 {
+			return nil, nil, errRunHeldChild(held[0])
+		}
 		if hasTid {
 			pid, t, err := rsp.ParseThreadID(tidStr)
 			if err != nil {
 				return nil, nil, fmt.Errorf("bad thread id %q: %w", tidStr, err)
 			}
+			if pid < 0 && len(held) > 0 {
+				return nil, nil, errRunHeldChild(held[0])
+			}
 			if pid > 0 && int(pid) != s.proc.Pid() && s.proc.IsForkChild(int(pid)) {
-				return nil, nil, fmt.Errorf("process %d is a fork child held for gdb: gotpstub runs one process at a time (detach it, or detach its parent to follow it)", pid)
+				return nil, nil, errRunHeldChild(int(pid))
 			}
 			tid = int(t)
 			if tid == 0 {
