@@ -89,6 +89,30 @@ func benchJIT(b *testing.B, opts Options) {
 	}
 }
 
+// BenchmarkJITCallOverhead runs the smallest expression ("const8 0; end")
+// through the same harness as BenchmarkJIT: what every JIT figure pays for
+// the call from Go and the context reset, not for the expression.
+func BenchmarkJITCallOverhead(b *testing.B) {
+	w := newWorld(b)
+	arena := newCodeArena(b, 1<<16)
+	e, err := agentexpr.Parse(agentexpr.MustAssemble("const8 0; end"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	code, err := Compile(e, testArch, Options{FaultLoads: true})
+	if err != nil || code.Fallback != "" {
+		b.Fatal(err, code.Fallback)
+	}
+	fn, _ := arena.add(b, code.Text)
+	arena.seal(b)
+	w.reset(0, 0)
+	for b.Loop() {
+		if _, errc := w.run(fn); errc != 0 {
+			b.Fatal(errc)
+		}
+	}
+}
+
 // BenchmarkJIT uses the default safe reads (process_vm_readv per ref).
 func BenchmarkJIT(b *testing.B) { benchJIT(b, Options{}) }
 
