@@ -14,12 +14,11 @@ import (
 // ErrNotForkChild: the pid is not a fork child held by the process.
 var ErrNotForkChild = errors.New("inferior: not a held fork child")
 
-// forkChild is a child of fork or vfork that is held stopped, as traced by
-// this process's ptrace thread, until gdb decides what becomes of it.
+// forkChild is a child of fork or vfork (by pid in Process.forks) that is
+// held stopped, as traced by this process's ptrace thread, until gdb
+// decides what becomes of it.
 type forkChild struct {
-	pid    int
-	vfork  bool
-	parent int // the thread that forked
+	vfork bool // it shares its parent's memory
 }
 
 // SetReportForks decides whether fork and vfork are reported to the
@@ -123,16 +122,20 @@ func (p *Process) ReadForkChildMemory(pid int, addr uint64, buf []byte) (int, er
 // DetachForkChild lets a held fork child run undebugged.
 func (p *Process) DetachForkChild(pid int) error {
 	return p.do(func() error {
-		fc := p.forks[pid]
-		if fc == nil {
+		if p.forks[pid] == nil {
 			return fmt.Errorf("detach %d: %w", pid, ErrNotForkChild)
 		}
-		delete(p.forks, pid)
-		if err := ptraceDetach(pid, 0); err != nil && !errors.Is(err, unix.ESRCH) {
-			return fmt.Errorf("detach fork child %d: %w", pid, err)
-		}
-		return nil
+		return p.detachForkChild(pid)
 	})
+}
+
+// detachForkChild forgets a held child and lets it run.
+func (p *Process) detachForkChild(pid int) error {
+	delete(p.forks, pid)
+	if err := ptraceDetach(pid, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("detach fork child %d: %w", pid, err)
+	}
+	return nil
 }
 
 // KillForkChild kills a held fork child and reaps it.
@@ -166,10 +169,9 @@ func (p *Process) releaseForks(kill bool) {
 	for pid := range p.forks {
 		if kill {
 			p.killForkChild(pid)
-			continue
+		} else {
+			_ = p.detachForkChild(pid)
 		}
-		delete(p.forks, pid)
-		_ = ptraceDetach(pid, 0)
 	}
 }
 
@@ -186,8 +188,7 @@ func (p *Process) releaseForks(kill bool) {
 // killed at Close like a launched program.
 func (p *Process) FollowForkChild(pid int) error {
 	return p.do(func() error {
-		fc := p.forks[pid]
-		if fc == nil {
+		if p.forks[pid] == nil {
 			return fmt.Errorf("follow %d: %w", pid, ErrNotForkChild)
 		}
 		if p.exitEvent != nil {
@@ -251,7 +252,7 @@ func (p *Process) onForkEvent(t *thread, vfork bool) bool {
 		p.cleanForkChild(child)
 	}
 	if (vfork && p.reportVFork) || (!vfork && p.reportFork) {
-		p.forks[child] = &forkChild{pid: child, vfork: vfork, parent: t.tid}
+		p.forks[child] = &forkChild{vfork: vfork}
 		p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(unix.SIGTRAP), ForkChild: child, VFork: vfork})
 		return true
 	}

@@ -47,21 +47,26 @@ func (s *Server) parseForkFeatures(features []string) {
 	}
 }
 
-// forkFeatures are the qSupported features announcing fork events: only
-// with the multiprocess extensions, since a fork stop names another
-// process.
+// forkFeatures are the qSupported features announcing fork events.
 func (s *Server) forkFeatures() []string {
+	fork, vfork := s.negotiatedForks()
 	var out []string
-	if !s.multiprocess {
-		return nil
-	}
-	if s.forkEvents && !s.disabled("fork-events") {
+	if fork {
 		out = append(out, "fork-events+")
 	}
-	if s.vforkEvents && !s.disabled("vfork-events") {
+	if vfork {
 		out = append(out, "vfork-events+")
 	}
 	return out
+}
+
+// negotiatedForks is what gdb offered and --disable-packet left, only with
+// the multiprocess extensions, since a fork stop names another process.
+func (s *Server) negotiatedForks() (fork, vfork bool) {
+	if !s.multiprocess {
+		return false, false
+	}
+	return s.forkEvents && !s.disabled("fork-events"), s.vforkEvents && !s.disabled("vfork-events")
 }
 
 // applyForkReporting tells the process which forks gdb wants reported.
@@ -74,10 +79,10 @@ func (s *Server) applyForkReporting() {
 
 // reportingForks is what the connected gdb negotiated.
 func (s *Server) reportingForks() (fork, vfork bool) {
-	if s.conn == nil || !s.multiprocess {
+	if s.conn == nil {
 		return false, false
 	}
-	return s.forkEvents && !s.disabled("fork-events"), s.vforkEvents && !s.disabled("vfork-events")
+	return s.negotiatedForks()
 }
 
 // releaseHeldForks stops reporting forks and lets every held child run
@@ -117,7 +122,7 @@ func errHeldChildWrite(pid int) []byte {
 	return rsp.ErrorMessage(fmt.Sprintf("process %d is a fork child held for gdb: gotpstub does not write to it", pid))
 }
 
-// heldBreakpoint records a Z/z packet for a held child: its memory has
+// heldBreakpointPacket records a Z/z packet for a held child: its memory has
 // none of our breakpoints; the ones gdb wants are inserted if the child is
 // followed.
 func (s *Server) heldBreakpointPacket(child int, kind inferior.BreakpointKind, addr uint64, size int, insert bool) []byte {
@@ -138,8 +143,8 @@ func (s *Server) heldBreakpointPacket(child int, kind inferior.BreakpointKind, a
 	return rsp.OK
 }
 
-// detachPid parses the pid of "D;PID" (0 when absent).
-func detachPid(pkt []byte) (int, error) {
+// packetPid parses the pid of "D;PID" or "vKill;PID" (0 when absent).
+func packetPid(pkt []byte) (int, error) {
 	_, rest, ok := strings.Cut(string(pkt), ";")
 	if !ok {
 		return 0, nil
@@ -210,7 +215,7 @@ func (s *Server) detachForked(pid int) []byte {
 
 // killForked handles "vKill;PID" for a held fork child (nil otherwise).
 func (s *Server) killForked(pkt []byte) []byte {
-	pid, err := detachPid(pkt)
+	pid, err := packetPid(pkt)
 	if err != nil || pid == 0 || !s.needProcess() || pid == s.proc.Pid() {
 		return nil
 	}

@@ -564,7 +564,7 @@ func (s *Server) detach(pkt []byte) []byte {
 	if !s.needProcess() {
 		return errReply(errNoProcess)
 	}
-	pid, err := detachPid(pkt)
+	pid, err := packetPid(pkt)
 	if err != nil {
 		return errReply(errBadPacket)
 	}
