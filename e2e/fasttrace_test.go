@@ -141,16 +141,13 @@ printf "at_call=%#lx at_riprel=%#lx at_jcc=%#lx\n", &at_call, &at_riprel, &at_jc
 	}
 }
 
-func TestFastTraceThreadsAndRingRefills(t *testing.T) {
-	if isGdbserver(stubPath(t)) {
-		t.Skip("gdbserver needs its in-process agent library for ftrace")
-	}
+// fastThreadsSession runs testdata/threads with an ftrace at hit()
+// collecting id, with 64 KiB lanes (about 270 records each), and returns
+// gdb's output and the hits the program counted.
+func fastThreadsSession(t *testing.T, args ...string) (string, int) {
+	t.Helper()
 	prog := buildProgram(t, "threads")
-	// Enough hits to fill a small in-inferior ring (64 KiB, ~270 records)
-	// many times over: the pads must trap to have it drained, and no hit
-	// may be lost.
-	const nthreads, hitsPerThread = 4, 5000
-	out, stub := traceSessionFlags(t, []string{"--once", "--debug", "--trace-ring-size=65536"}, prog, []string{strconv.Itoa(nthreads), strconv.Itoa(hitsPerThread)}, `
+	out, stub := traceSessionFlags(t, []string{"--once", "--debug", "--trace-ring-size=65536"}, prog, args, `
 set trace-buffer-size 33554432
 ftrace hit
 actions
@@ -165,13 +162,52 @@ print id`)
 	}
 	m := regexp.MustCompile(`total hits (\d+)`).FindStringSubmatch(stub.output.String())
 	programHits, _ := strconv.Atoi(m[1])
+	mustMatch(t, out, `\$1 = [1-4]\n`)
+	return out, programHits
+}
+
+// droppedHits reads the drop count tstatus shows in the trace notes.
+func droppedHits(out string) int {
+	m := regexp.MustCompile(`gotpstub: (\d+) fast tracepoint hits dropped`).FindStringSubmatch(out)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+func TestFastTraceLanesWrapAround(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver needs its in-process agent library for ftrace")
+	}
+	// 4 threads x 5000 hits in bursts of 100 with 2 ms pauses: each lane
+	// wraps about 18 times while the drainer keeps up, and no hit is lost.
+	const nthreads, hitsPerThread = 4, 5000
+	out, programHits := fastThreadsSession(t, strconv.Itoa(nthreads), strconv.Itoa(hitsPerThread), "100")
 	if programHits != nthreads*hitsPerThread {
 		t.Errorf("program counted %d hits, want %d", programHits, nthreads*hitsPerThread)
 	}
 	if frames := framesCollected(t, out); frames != programHits {
-		t.Errorf("collected %d frames, program counted %d hits", frames, programHits)
+		t.Errorf("collected %d frames (%d dropped), program counted %d hits", frames, droppedHits(out), programHits)
 	}
-	mustMatch(t, out, `\$1 = [1-4]\n`)
+}
+
+func TestFastTraceDropsCounted(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver needs its in-process agent library for ftrace")
+	}
+	// No pauses: the threads outrun the drainer, their lanes fill, the
+	// pads drop hits instead of waiting, and every hit is accounted for.
+	const nthreads, hitsPerThread = 4, 20000
+	out, programHits := fastThreadsSession(t, strconv.Itoa(nthreads), strconv.Itoa(hitsPerThread))
+	frames, dropped := framesCollected(t, out), droppedHits(out)
+	t.Logf("%d hits: %d frames, %d dropped", programHits, frames, dropped)
+	if frames+dropped != programHits {
+		t.Errorf("collected %d frames + %d dropped, program counted %d hits", frames, dropped, programHits)
+	}
+	if dropped == 0 {
+		t.Errorf("no hit dropped with 64 KiB lanes and %d unpaced hits: the test proves nothing", programHits)
+	}
 }
 
 func TestFastTracePunnedLoopHead(t *testing.T) {

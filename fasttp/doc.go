@@ -45,37 +45,58 @@
 // # Hit path (jit.BuildJumpPadAMD64, see jit's package doc)
 //
 // The pad steps below the 128-byte red zone, saves flags and the 16 GPRs,
-// clears DF, checks the control block's active flag, runs the compiled
-// condition, counts the hit with lock xadd, reserves a record in the ring
-// with lock cmpxchg (no lock, so threads never serialise on a spinlock like
-// gdbserver's in-process agent), writes the register block and runs the
-// compiled collection code into the record, commits it by storing its size
-// last, restores everything and jumps to the relocated instructions, which
-// jump back. xmm/ymm/x87 state is never touched. Memory the expressions read
-// goes through process_vm_readv on the process's own pid, so a bad pointer
-// reads as zero (Options.ZeroUnreadable, the engine's semantics) instead of
-// faulting.
+// clears DF, leaves at once when collection is off (CtlActive) or the
+// stub's lease has run out, reads the time-stamp counter, runs the
+// compiled condition, finds the thread's lane (rdfsbase: a thread claims
+// a lane of its own on its first hit), reserves a record there with lock
+// cmpxchg, writes a 32-byte header (tracepoint, time, thread), the
+// register block only when the tracepoint collects registers, and the
+// compiled collection, commits the record by storing its size last,
+// restores everything and jumps to the relocated instructions, which jump
+// back. xmm/ymm/x87 state is never touched. Memory the expressions read
+// goes through plain loads whose faults the stub redirects to recovery
+// code (jit.Options.FaultLoads), so a bad pointer reads as zero.
 //
-// # Draining (Installer.Sync, ring.go)
+// A pad never traps. A full lane drops the hit (counted per lane); a
+// failing condition or collection writes an error record and clears
+// CtlActive; the hit that reaches a passcount (counted with lock xadd only
+// for tracepoints that have one) clears CtlActive too. The control block
+// says why (CtlStopWhy) and the drainer tells the engine.
 //
-// The ring is a 1 MiB buffer in the inferior. The engine calls Sync before
-// it answers any trace packet; a pad that finds the ring full executes an
-// int3 whose hook drains it and retries; the hit that reaches the passcount
-// executes another int3 so the run stops at once. Draining reads committed
-// records from the stub's tail (ParseRing reads each header before its
-// body), hands them to tracing.Engine.FastHit (frames, hit counts, passcount,
-// buffer full) or FastHitError (terror), zeroes the consumed bytes and
-// publishes the new tail.
+// # Shared lanes and the drainer (lanes.go, drain.go, ring.go)
+//
+// The control block and the lanes are memory shared by the inferior and
+// the stub (inferior.Process.MapShared: a memfd created in the inferior,
+// mapped by both; the inferior keeps no file descriptor). A goroutine of
+// the stub (drainLoop) reads the committed records in place while the
+// program runs — no ptrace stop, no system call per record — merges the
+// lanes by time stamp (each lane's order kept: a thread's hits stay in
+// order), hands them to tracing.Engine.FastHits in one batch, zeroes the
+// consumed bytes and publishes the lanes' tails. It polls every 50 to
+// 500 µs (at once while records keep coming). The engine calls Sync before
+// every trace packet, at disconnection and when the process ends (the
+// shared memory outlives the process, so nothing collected is lost). New
+// drop counts go to the engine (tstatus' notes) and the --debug log.
+//
+// The lease: the drainer renews CtlDeadline (a time-stamp counter value
+// two seconds ahead) five times a second. If the stub dies or hangs, pads
+// skip every hit after at most two seconds, so no fault-recovering load
+// runs without the stub that would catch its fault; the program runs on.
+//
+// At QTStart (StartRun) the lanes are emptied, counters and stop words
+// cleared and tracepoint slots reused, so a new experiment never sees an
+// earlier one's records or errors.
 //
 // # Known gaps
 //
-//   - A thread that gdb finds stopped inside a pad (all-stop stopped it
-//     there) shows the pad's address; gdbserver moves such threads out
-//     first ("stabilizing"), we do not yet.
 //   - A gdb breakpoint on a covered instruction other than the first is not
 //     hit while the jump is in place (the relocated copy runs instead).
-//   - The ring is also drained when a thread exits (an exit hook with
-//     PTRACE_O_TRACEEXIT, turned on with the first pad), so hits just before
-//     the process ends are kept; a process killed with SIGKILL may end
-//     without that stop, and then its last undrained hits are lost.
+//   - Punned instruction heads are int3s: a thread that jumps straight to
+//     one pays a ptrace stop, and dies of SIGTRAP if the stub is gone.
+//   - A thread killed inside a pad leaves an uncommitted record that blocks
+//     its lane (later hits there are dropped, counted) until the next
+//     tstart.
+//   - The drainer turns records into frames at about 1-2 million per
+//     second; a program hitting faster than that for longer than a lane
+//     holds loses hits (counted, shown in tstatus).
 package fasttp

@@ -1,7 +1,6 @@
 package fasttp
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -18,15 +17,15 @@ const (
 	// maxSlots is the number of tracepoint table entries of the control
 	// block; slots are not reused within a control block's life.
 	maxSlots = 1024
-	// ctlSize is the control block: header and tracepoint table.
-	ctlSize = jit.CtlTPs + maxSlots*jit.CtlTPSize
-	// DefaultRingSize is the size of the in-inferior ring the pads write
-	// records to. The stub drains it into its trace buffer on every trace
-	// packet, at thread exit and when it fills (a pad then traps and
-	// waits for the drain), so it only has to hold the hits between two
-	// drains; bigger means fewer stalls. Pages are touched only as used.
+	// DefaultRingSize is the size of each lane the pads write records
+	// to (a thread that hits fast tracepoints gets a lane of its own, up
+	// to 16 threads; the others share one more). A goroutine of the stub
+	// drains the lanes into the trace buffer while the program runs, so a
+	// lane only has to hold the hits between two passes; a pad that finds
+	// its lane full drops the hit and counts it. Pages are touched only as
+	// used.
 	DefaultRingSize = 16 << 20
-	// MinRingSize is the smallest ring SetRingSize accepts.
+	// MinRingSize is the smallest lane SetRingSize accepts.
 	MinRingSize = 64 << 10
 	// arenaSize is one area of pad code, allocated per 1 GiB window of
 	// code addresses so that rel32 jumps reach.
@@ -49,11 +48,10 @@ type Installer struct {
 	logf   func(format string, args ...any)
 
 	mu       sync.Mutex
-	ctl      uint64 // control block; 0 until the first pad
-	ring     uint64 // ring data
-	ringSize uint64
-	snap     []byte // Sync's copy of the ring (records point into it until fed)
-	tail     uint64 // ring consumer cursor (mirrors CtlTail)
+	ctl      uint64 // control block in the inferior; 0 until the first pad
+	lanes    *lanes // the stub's view of the shared memory (nil until the first pad)
+	ringSize uint64 // bytes per lane
+	fsBase   bool   // pads may use rdfsbase (per-thread lanes)
 	nextSlot uint32
 	sites    map[*tracing.Tracepoint]*jumpSite
 	bySlot   map[uint32]*jumpSite
@@ -61,8 +59,17 @@ type Installer struct {
 	arenas   map[uint64]*arena  // 1 GiB window → current pad area
 	areas    []Range            // every range of pad memory (Stabilize)
 	viaTrap  map[*tracing.Tracepoint]bool
-	pending  []*jumpSite // unpatching requested during a trap hook
+	pending  []*jumpSite // unpatching requested while the process could not be patched
 	hookMem  memory      // the stopped thread's memory while a hook runs
+	// async is set while the drainer goroutine feeds the engine: the
+	// process may be running, so removals wait for Flush.
+	async bool
+
+	// drainMu serialises drains (the drainer goroutine and Sync), so
+	// records reach the engine once and in order.
+	drainMu sync.Mutex
+	drained []*RingRecord // drain's buffer, reused
+	stats   dropStats
 
 	// faults maps each pad instruction that may fault (a plain load of
 	// jit.Options.FaultLoads) to its recovery code. Its own lock: the
@@ -106,9 +113,7 @@ type padTrap struct {
 type trapKind int
 
 const (
-	trapFull trapKind = iota // the ring is full: drain, then retry
-	trapPass                 // the hit reached the passcount: drain
-	trapPun                  // a covered instruction head was jumped to
+	trapPun trapKind = iota // a covered instruction head was jumped to
 )
 
 // arena is an area of pad code in the inferior.
@@ -137,17 +142,17 @@ func New(p *inferior.Process, e *tracing.Engine, traps TrapInstaller, logf func(
 	return in
 }
 
-// SetRingSize sets the size of the in-inferior ring (a multiple of 4096,
-// at least MinRingSize). It applies to the ring mapped with the first pad:
-// call it before that.
+// SetRingSize sets the size of each lane (a power of two between
+// MinRingSize and 1 GiB). It applies to the lanes mapped with the first
+// pad: call it before that.
 func (in *Installer) SetRingSize(n uint64) error {
-	if n < MinRingSize || n%4096 != 0 || n > 1<<30 {
-		return fmt.Errorf("trace ring size %d: want a multiple of 4096 between %d and %d", n, MinRingSize, 1<<30)
+	if n < MinRingSize || n&(n-1) != 0 || n > 1<<30 {
+		return fmt.Errorf("trace ring size %d: want a power of two between %d and %d", n, MinRingSize, 1<<30)
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.ctl != 0 {
-		return errors.New("trace ring size: the ring is already mapped")
+		return errors.New("trace ring size: the lanes are already mapped")
 	}
 	in.ringSize = n
 	return nil
@@ -256,8 +261,10 @@ func (in *Installer) Remove(tp *tracing.Tracepoint) error {
 	if len(in.sites) == 0 {
 		in.setActiveLocked(false)
 	}
-	if in.hookMem != nil {
-		// The ptrace goroutine runs our hook: unpatch in Flush.
+	if in.hookMem != nil || in.async {
+		// The ptrace goroutine runs our hook, or the drainer found the
+		// run over while the program runs: the jump stays (the pads
+		// skip, collection is off) until Flush at the next stop.
 		in.pending = append(in.pending, s)
 		in.mu.Unlock()
 		return nil
@@ -301,15 +308,9 @@ func (in *Installer) unpatch(s *jumpSite) error {
 
 // setActiveLocked switches collection in every pad on or off.
 func (in *Installer) setActiveLocked(on bool) {
-	if in.ctl == 0 {
-		return
+	if in.lanes != nil {
+		in.lanes.setActive(on)
 	}
-	var v [8]byte
-	if on {
-		v[0] = 1
-	}
-	mem := in.memLocked()
-	_ = mem.WriteMemory(in.ctl+jit.CtlActive, v[:])
 }
 
 func (in *Installer) memLocked() memory {
@@ -324,7 +325,7 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	if tp.StepCount > 0 {
 		return errors.New("while-stepping needs single-steps: traps only")
 	}
-	cond, collect, capBytes, err := compileActions(tp)
+	cond, collect, capBytes, regs, err := compileActions(tp)
 	if err != nil {
 		return err
 	}
@@ -351,7 +352,7 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if err := in.ensureCtlLocked(tp.Addr); err != nil {
+	if err := in.ensureCtlLocked(); err != nil {
 		return err
 	}
 	if in.nextSlot >= maxSlots {
@@ -362,7 +363,11 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	// Size the pad, then place it and its relocated tail in an arena.
 	spec := jit.PadSpec{
 		TPAddr: tp.Addr, Ctl: in.ctl, TPIndex: slot,
-		Cond: cond, Collect: collect, CollectCap: capBytes,
+		Cond: cond, Collect: collect, CollectCap: capBytes, CollectRegs: regs,
+		Lanes: ownedLanes, FSBase: in.fsBase,
+	}
+	if 2*jit.PadRecordSize(regs, capBytes) > in.ringSize {
+		return fmt.Errorf("a record of %d bytes does not fit twice in a %d-byte lane", jit.PadRecordSize(regs, capBytes), in.ringSize)
 	}
 	probe, err := jit.BuildJumpPadAMD64(spec)
 	if err != nil {
@@ -407,24 +412,13 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	if err := in.proc.WriteMemory(base, img); err != nil {
 		return fmt.Errorf("writing the pad: %w", err)
 	}
-	if err := in.writeSlotLocked(slot, uint64(tp.PassCount)); err != nil {
-		return err
-	}
+	in.lanes.writeSlot(slot, uint64(tp.PassCount))
 	in.faultsMu.Lock()
 	for _, f := range pad.Faults {
 		in.faults[f.PC] = f.Recover
 	}
 	in.faultsMu.Unlock()
 	s := &jumpSite{tp: tp, slot: slot, site: site, pad: pad, heads: heads}
-	for _, t := range []struct {
-		addr uint64
-		kind trapKind
-	}{{pad.FullTrap, trapFull}, {pad.PassTrap, trapPass}} {
-		if err := in.proc.InsertInternalTrap(t.addr); err != nil {
-			return fmt.Errorf("registering the pad's trap: %w", err)
-		}
-		in.padTraps[t.addr] = padTrap{site: s, kind: t.kind}
-	}
 
 	// Threads stopped inside the covered bytes (not at their start) go to
 	// the relocated copies; then the jump goes in.
@@ -464,36 +458,19 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	return nil
 }
 
-// ensureCtlLocked maps the control block and the ring on first use.
-func (in *Installer) ensureCtlLocked(near uint64) error {
-	if in.ctl != 0 {
+// ensureCtlLocked maps the shared control block and lanes on first use
+// and starts the drainer.
+func (in *Installer) ensureCtlLocked() error {
+	if in.lanes != nil {
 		return nil
 	}
-	base, err := in.proc.AllocateScratch(near, int(ctlSize+in.ringSize))
+	l, err := mapLanes(in.proc, in.ringSize)
 	if err != nil {
-		return fmt.Errorf("mapping the trace ring: %w", err)
+		return err
 	}
-	hdr := make([]byte, jit.CtlTPs)
-	binary.LittleEndian.PutUint64(hdr[jit.CtlRingBase:], base+ctlSize)
-	binary.LittleEndian.PutUint64(hdr[jit.CtlRingSize:], in.ringSize)
-	binary.LittleEndian.PutUint64(hdr[jit.CtlPid:], uint64(in.proc.Pid()))
-	if err := in.proc.WriteMemory(base, hdr); err != nil {
-		return fmt.Errorf("writing the control block: %w", err)
-	}
-	in.ctl, in.ring, in.tail = base, base+ctlSize, 0
-	// Records still in the ring when the process ends would die with it:
-	// drain at every thread's exit, while its memory is still there.
-	in.proc.SetExitHook(func(st *inferior.Stopped) { in.SyncHit(st) })
-	return nil
-}
-
-// writeSlotLocked initialises tracepoint table entry slot.
-func (in *Installer) writeSlotLocked(slot uint32, passcount uint64) error {
-	e := make([]byte, jit.CtlTPSize)
-	binary.LittleEndian.PutUint64(e[8:], passcount)
-	if err := in.proc.WriteMemory(in.ctl+jit.CtlTPs+uint64(slot)*jit.CtlTPSize, e); err != nil {
-		return fmt.Errorf("writing the tracepoint table: %w", err)
-	}
+	in.lanes, in.ctl = l, l.mem.Addr
+	in.fsBase = hasFSBase(in.proc.Pid())
+	go in.drainLoop(in.proc.Done())
 	return nil
 }
 
@@ -560,7 +537,7 @@ func align16(v uint64) uint64 { return (v + 15) &^ 15 }
 // compileActions compiles tp's condition and collection for a pad:
 // everything must compile (no interpreter inside the inferior) and no
 // trace state variable may be used (their values live in the engine).
-func compileActions(tp *tracing.Tracepoint) (cond *jit.Code, collect []*jit.Code, capBytes uint32, err error) {
+func compileActions(tp *tracing.Tracepoint) (cond *jit.Code, collect []*jit.Code, capBytes uint32, regs bool, err error) {
 	// Plain loads: a bad address faults, and the stub's fault hook sends
 	// the thread to the recovery code, which redoes the read safely.
 	opts := jit.Options{ZeroUnreadable: true, FaultLoads: true}
@@ -579,7 +556,7 @@ func compileActions(tp *tracing.Tracepoint) (cond *jit.Code, collect []*jit.Code
 	}
 	if tp.Cond != nil {
 		if cond, err = compile("the condition", tp.Cond); err != nil {
-			return nil, nil, 0, err
+			return nil, nil, 0, false, err
 		}
 	}
 	total := uint64(0)
@@ -588,28 +565,29 @@ func compileActions(tp *tracing.Tracepoint) (cond *jit.Code, collect []*jit.Code
 		var e *agentexpr.Expr
 		switch a.Kind {
 		case tracing.ActionRegisters:
-			continue // every record holds the registers
+			regs = true
+			continue
 		case tracing.ActionMemory:
 			e, err = memoryActionExpr(a)
 			if err != nil {
-				return nil, nil, 0, err
+				return nil, nil, 0, false, err
 			}
 		case tracing.ActionExpr:
 			e = a.Expr
 		default:
-			return nil, nil, 0, fmt.Errorf("action %q not supported in a pad", a.Text)
+			return nil, nil, 0, false, fmt.Errorf("action %q not supported in a pad", a.Text)
 		}
 		c, err := compile(fmt.Sprintf("action %q", a.Text), e)
 		if err != nil {
-			return nil, nil, 0, err
+			return nil, nil, 0, false, err
 		}
 		collect = append(collect, c)
 		total += collectBound(e)
 	}
 	if total > maxCollectCap {
-		return nil, nil, 0, fmt.Errorf("collects up to %d bytes per hit (pads reserve at most %d)", total, maxCollectCap)
+		return nil, nil, 0, false, fmt.Errorf("collects up to %d bytes per hit (pads reserve at most %d)", total, maxCollectCap)
 	}
-	return cond, collect, uint32(total), nil
+	return cond, collect, uint32(total), regs, nil
 }
 
 // memoryActionExpr turns an M action into the bytecode collecting it.

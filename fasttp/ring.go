@@ -3,160 +3,171 @@ package fasttp
 import (
 	"encoding/binary"
 	"fmt"
+	"sync/atomic"
+	"unsafe"
 
 	"gotpstub/jit"
 )
 
-// This file reads the ring buffer the jump pads write (the record format
-// and the reservation protocol are in jit's package doc, "Jump pads").
+// This file reads the lanes the jump pads write (the record format and
+// the reservation protocol are in jit's package doc, "Jump pads"). The
+// lanes live in memory shared with the inferior (inferior.MapShared), so
+// the stub reads them in place while the program runs:
 //
-// How the stub drains the ring:
-//
-//  1. read head (and use the tail it last published) from the control block;
-//  2. ParseRing(ringSize, tail, head, read) with read fetching ring bytes
-//     from the inferior: it reads each record's 16-byte header first and
-//     its body only once the header says it is committed, so a record
-//     being written is never seen half done;
-//  3. hand the records to the trace engine;
-//  4. zero every ring byte in [tail, newTail) (ConsumedRanges gives the
-//     ring offsets), and only then store newTail into the control block's
-//     tail. Zeroing every consumed byte, not only the headers, is needed
-//     because record sizes differ between tracepoints: a later record can
-//     start where an old one had payload, and a stale nonzero word there
-//     must not look like a committed size. The ring must start zeroed.
+//  1. load the lane's head (atomically: pads advance it with lock cmpxchg);
+//  2. ParseLane from the stub's tail: each record's size word is loaded
+//     atomically and the record is read only once it is nonzero (the pad
+//     stores the size last, and x86 keeps stores in order), so a record
+//     being written is never seen half done; the first uncommitted record
+//     ends the pass;
+//  3. zero every consumed byte and only then store the new tail: record
+//     sizes differ between tracepoints, so a later record can start where
+//     an old one had payload, and a stale nonzero word there must not look
+//     like a committed size. Lanes start zeroed.
 
-// RingRecord is one committed record of the ring (RecSkip fillers are
+// RingRecord is one committed record of a lane (RecSkip fillers are
 // consumed but not returned).
 type RingRecord struct {
-	Cursor  uint64 // the record's cursor (monotonic byte position)
+	Cursor  uint64 // the record's cursor in its lane (monotonic byte position)
+	Lane    int    // the lane it came from
 	TPIndex uint32 // index in the control block's tracepoint table
-	Flags   uint32 // 0 or jit.RecError
+	Flags   uint32 // jit.RecError, jit.RecRegs or 0
 	ErrCode uint32 // jit.RecError: the jit Err* code; the record has no payload
+	Time    uint64 // time-stamp counter at the hit
+	Thread  uint64 // the thread pointer (fs base), 0 when unknown
 	// Regs is the pad register block (jit.PadRegs slots, GDB's amd64
-	// numbering); zero for error records.
+	// numbering) when Flags has jit.RecRegs.
 	Regs [jit.PadRegs]uint64
 	// Blocks holds the 'M'/'V' collection blocks (jit's block format),
-	// already checked to be well formed.
+	// already checked to be well formed; a copy, not shared memory.
 	Blocks []byte
 }
 
-// RingReadFunc returns the n ring bytes at ring offset off (off+n never
-// exceeds the ring size). It must return exactly n bytes or an error.
-type RingReadFunc func(off uint64, n int) ([]byte, error)
+// HasRegs reports whether the record holds the register block.
+func (r *RingRecord) HasRegs() bool { return r.Flags&jit.RecRegs != 0 }
 
-// RingSnapshot returns a RingReadFunc over a copy of the ring already in
-// memory (a test, or a stopped process read in one go).
-func RingSnapshot(data []byte) RingReadFunc {
-	return func(off uint64, n int) ([]byte, error) {
-		if n < 0 || off > uint64(len(data)) || uint64(n) > uint64(len(data))-off {
-			return nil, fmt.Errorf("ring snapshot: %d bytes at offset %d outside %d", n, off, len(data))
-		}
-		return data[off : off+uint64(n)], nil
-	}
-}
-
-// ringRegBytes is the size of the register block of a normal record.
+// ringRegBytes is the size of the register block of a record.
 const ringRegBytes = jit.PadRegs * 8
 
-// ParseRing consumes the committed records from cursor tail in order and
-// stops at head or at the first uncommitted record (size 0). It returns the
-// records (without RecSkip fillers) and the new tail: the cursor after the
-// last consumed record. Every header and body is validated; on a corrupt
-// record (bad size, flags, error code, used or block) it returns the
-// records before it, the tail after them, and an error naming the ring
-// offset. It never panics on any ring contents.
-func ParseRing(ringSize, tail, head uint64, read RingReadFunc) ([]RingRecord, uint64, error) {
-	if ringSize == 0 || ringSize%jit.RecAlign != 0 {
-		return nil, tail, fmt.Errorf("ring: size %d is not a nonzero multiple of %d", ringSize, jit.RecAlign)
+// load32 and load64 read shared words atomically.
+func load32(b []byte, off uint64) uint32 {
+	return atomic.LoadUint32((*uint32)(unsafe.Pointer(&b[off])))
+}
+
+func load64(b []byte, off uint64) uint64 {
+	return atomic.LoadUint64((*uint64)(unsafe.Pointer(&b[off])))
+}
+
+func store64(b []byte, off, v uint64) {
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&b[off])), v)
+}
+
+// ParseLane consumes the committed records of lane data (its size a power
+// of two) from cursor tail in order, stopping at head or at the first
+// uncommitted record (size 0). It appends the records (not the RecSkip
+// fillers) to recs and returns them with the new tail: the cursor after
+// the last consumed record. Every header and body is validated; on a
+// corrupt record it returns the records before it, the tail after them
+// and an error naming the lane offset. It never panics on any contents.
+func ParseLane(data []byte, tail, head uint64, recs []RingRecord) ([]RingRecord, uint64, error) {
+	size := uint64(len(data))
+	if size < jit.RecHeaderSize || size&(size-1) != 0 {
+		return recs, tail, fmt.Errorf("lane: size %d is not a power of two of at least %d", size, jit.RecHeaderSize)
 	}
 	if tail%jit.RecAlign != 0 {
-		return nil, tail, fmt.Errorf("ring: tail %d is not %d-byte aligned", tail, jit.RecAlign)
+		return recs, tail, fmt.Errorf("lane: tail %d is not %d-byte aligned", tail, jit.RecAlign)
 	}
-	if head < tail || head-tail > ringSize {
-		return nil, tail, fmt.Errorf("ring: head %d and tail %d are not at most %d bytes apart", head, tail, ringSize)
+	if head < tail || head-tail > size {
+		return recs, tail, fmt.Errorf("lane: head %d and tail %d are not at most %d bytes apart", head, tail, size)
 	}
-	var recs []RingRecord
 	for tail < head {
-		off := tail % ringSize
-		rec, size, err := parseRecord(ringSize, off, head-tail, read)
+		off := tail & (size - 1)
+		before := len(recs)
+		n, err := parseRecord(data, off, head-tail, &recs)
 		if err != nil {
-			return recs, tail, fmt.Errorf("ring: record at offset %d (cursor %d): %w", off, tail, err)
+			return recs, tail, fmt.Errorf("lane: record at offset %d (cursor %d): %w", off, tail, err)
 		}
-		if size == 0 {
+		if n == 0 {
 			break // not committed yet
 		}
-		if rec != nil {
-			rec.Cursor = tail
-			recs = append(recs, *rec)
+		if len(recs) > before {
+			recs[before].Cursor = tail
 		}
-		tail += size
+		tail += n
 	}
 	return recs, tail, nil
 }
 
-// parseRecord reads the record at ring offset off; avail is the number of
-// reserved bytes from there to head. It returns the record (nil for a
-// filler) and its size, or size 0 if it is not committed.
-func parseRecord(ringSize, off, avail uint64, read RingReadFunc) (*RingRecord, uint64, error) {
-	if ringSize-off < jit.RecHeaderSize || avail < jit.RecHeaderSize {
-		return nil, 0, fmt.Errorf("no room for a %d-byte header", jit.RecHeaderSize)
+// parseRecord reads the record at lane offset off (avail reserved bytes
+// from there to head), appends it unless it is a filler, and returns its
+// size, or 0 if it is not committed.
+func parseRecord(data []byte, off, avail uint64, recs *[]RingRecord) (uint64, error) {
+	ringSize := uint64(len(data))
+	// A filler needs only the first RecAlign bytes (size to flags): the
+	// lane may end less than a header after it.
+	if ringSize-off < jit.RecAlign || avail < jit.RecAlign {
+		return 0, fmt.Errorf("no room for a record")
 	}
-	hdr, err := read(off, jit.RecHeaderSize)
-	if err != nil {
-		return nil, 0, fmt.Errorf("reading the header: %w", err)
+	size := uint64(load32(data, off+jit.RecSize))
+	if size == 0 {
+		return 0, nil
 	}
-	if len(hdr) != jit.RecHeaderSize {
-		return nil, 0, fmt.Errorf("reading the header: got %d bytes", len(hdr))
-	}
-	size := uint64(binary.LittleEndian.Uint32(hdr[jit.RecSize:]))
+	hdr := data[off : off+min(jit.RecHeaderSize, ringSize-off)]
 	tp := binary.LittleEndian.Uint32(hdr[jit.RecTPIndex:])
 	used := binary.LittleEndian.Uint32(hdr[jit.RecUsed:])
 	flags := binary.LittleEndian.Uint32(hdr[jit.RecFlags:])
-	if size == 0 {
-		return nil, 0, nil
-	}
 	switch {
-	case size%jit.RecAlign != 0 || size < jit.RecHeaderSize:
-		return nil, 0, fmt.Errorf("size %d is not a multiple of %d of at least %d", size, jit.RecAlign, jit.RecHeaderSize)
+	case size%jit.RecAlign != 0:
+		return 0, fmt.Errorf("size %d is not a multiple of %d", size, jit.RecAlign)
 	case size > ringSize-off:
-		return nil, 0, fmt.Errorf("size %d runs past the ring end (%d)", size, ringSize)
+		return 0, fmt.Errorf("size %d runs past the lane end (%d)", size, ringSize)
 	case size > avail:
-		return nil, 0, fmt.Errorf("size %d runs past head (%d bytes reserved)", size, avail)
+		return 0, fmt.Errorf("size %d runs past head (%d bytes reserved)", size, avail)
 	}
-	switch flags {
-	case jit.RecSkip:
+	if flags == jit.RecSkip {
 		if size != ringSize-off {
-			return nil, 0, fmt.Errorf("filler size %d does not reach the ring end (%d bytes)", size, ringSize-off)
+			return 0, fmt.Errorf("filler size %d does not reach the lane end (%d bytes)", size, ringSize-off)
 		}
-		return nil, size, nil
+		return size, nil
+	}
+	if size < jit.RecHeaderSize {
+		return 0, fmt.Errorf("size %d is less than a %d-byte header", size, jit.RecHeaderSize)
+	}
+	rec := RingRecord{TPIndex: tp, Flags: flags,
+		Time: binary.LittleEndian.Uint64(hdr[jit.RecTime:]), Thread: binary.LittleEndian.Uint64(hdr[jit.RecThread:])}
+	switch flags {
 	case jit.RecError:
 		if used < jit.ErrMemory || used > jit.ErrSteps {
-			return nil, 0, fmt.Errorf("error record with unknown error code %d", used)
+			return 0, fmt.Errorf("error record with unknown error code %d", used)
 		}
-		return &RingRecord{TPIndex: tp, Flags: flags, ErrCode: used}, size, nil
-	case 0:
+		rec.ErrCode = used
+		*recs = append(*recs, rec)
+		return size, nil
+	case 0, jit.RecRegs:
 	default:
-		return nil, 0, fmt.Errorf("unknown flags %#x", flags)
+		return 0, fmt.Errorf("unknown flags %#x", flags)
 	}
-	if size < jit.RecHeaderSize+ringRegBytes || uint64(used) > size-jit.RecHeaderSize-ringRegBytes {
-		return nil, 0, fmt.Errorf("size %d cannot hold the registers and %d bytes of blocks", size, used)
+	body := data[off+jit.RecHeaderSize : off+size]
+	if flags == jit.RecRegs {
+		if len(body) < ringRegBytes {
+			return 0, fmt.Errorf("size %d cannot hold the registers", size)
+		}
+		for i := range rec.Regs {
+			rec.Regs[i] = binary.LittleEndian.Uint64(body[8*i:])
+		}
+		body = body[ringRegBytes:]
 	}
-	body, err := read(off+jit.RecHeaderSize, ringRegBytes+int(used))
-	if err != nil {
-		return nil, 0, fmt.Errorf("reading the body: %w", err)
+	if uint64(used) > uint64(len(body)) {
+		return 0, fmt.Errorf("size %d cannot hold %d bytes of blocks", size, used)
 	}
-	if len(body) != ringRegBytes+int(used) {
-		return nil, 0, fmt.Errorf("reading the body: got %d bytes", len(body))
+	if used > 0 {
+		rec.Blocks = append([]byte(nil), body[:used]...)
+		if err := checkBlocks(rec.Blocks); err != nil {
+			return 0, err
+		}
 	}
-	rec := &RingRecord{TPIndex: tp}
-	for i := range rec.Regs {
-		rec.Regs[i] = binary.LittleEndian.Uint64(body[8*i:])
-	}
-	rec.Blocks = append([]byte(nil), body[ringRegBytes:]...)
-	if err := checkBlocks(rec.Blocks); err != nil {
-		return nil, 0, err
-	}
-	return rec, size, nil
+	*recs = append(*recs, rec)
+	return size, nil
 }
 
 // checkBlocks verifies that b is a sequence of complete 'M'/'V' blocks.
@@ -184,12 +195,12 @@ func checkBlocks(b []byte) error {
 	return nil
 }
 
-// ConsumedRanges returns the ring byte ranges [start, end) (ring offsets)
+// ConsumedRanges returns the lane byte ranges [start, end) (lane offsets)
 // covered by the cursors [oldTail, newTail): the bytes the stub must zero
 // before publishing newTail. There are at most two (the range wraps).
 func ConsumedRanges(ringSize, oldTail, newTail uint64) ([][2]uint64, error) {
 	if ringSize == 0 || newTail < oldTail || newTail-oldTail > ringSize {
-		return nil, fmt.Errorf("ring: cannot consume [%d, %d) of a %d-byte ring", oldTail, newTail, ringSize)
+		return nil, fmt.Errorf("lane: cannot consume [%d, %d) of a %d-byte lane", oldTail, newTail, ringSize)
 	}
 	n := newTail - oldTail
 	if n == 0 {
@@ -200,4 +211,40 @@ func ConsumedRanges(ringSize, oldTail, newTail uint64) ([][2]uint64, error) {
 		return [][2]uint64{{start, start + n}}, nil
 	}
 	return [][2]uint64{{start, ringSize}, {0, start + n - ringSize}}, nil
+}
+
+// mergeByTime merges per-lane record lists (each in its lane's order) into
+// one list ordered by time stamp, never reordering records of one lane: a
+// thread writes to one lane, so its hits keep their order whatever the
+// clocks of the CPUs it ran on say. It returns pointers into the lanes'
+// lists.
+func mergeByTime(lanes [][]RingRecord, out []*RingRecord) []*RingRecord {
+	live := 0
+	last := -1
+	for l, recs := range lanes {
+		if len(recs) > 0 {
+			live++
+			last = l
+		}
+	}
+	if live == 1 { // the common case: nothing to merge
+		for i := range lanes[last] {
+			out = append(out, &lanes[last][i])
+		}
+		return out
+	}
+	idx := make([]int, len(lanes))
+	for {
+		best := -1
+		for l, recs := range lanes {
+			if idx[l] < len(recs) && (best < 0 || recs[idx[l]].Time < lanes[best][idx[best]].Time) {
+				best = l
+			}
+		}
+		if best < 0 {
+			return out
+		}
+		out = append(out, &lanes[best][idx[best]])
+		idx[best]++
+	}
 }

@@ -10,134 +10,27 @@ import (
 	"gotpstub/tracing"
 )
 
-// drained is one ring record on its way to the engine.
-type drained struct {
-	tp  *tracing.Tracepoint
-	rec RingRecord
-}
+// Sync drains the lanes into the engine: every hit the pads committed
+// since the last drain becomes a trace frame (tracing.Syncer). The lanes
+// are shared memory, so this needs no system call.
+func (in *Installer) Sync() { in.drainOnce(false) }
 
-// Sync drains the ring into the engine: every hit the pads committed
-// since the last drain becomes a trace frame (tracing.Syncer).
-func (in *Installer) Sync() {
-	in.mu.Lock()
-	// Every thread is stopped when gdb sends a trace packet (all-stop):
-	// nothing writes the ring meanwhile, one bulk read is safe.
-	recs, err := in.drainLocked(in.memLocked(), true)
-	in.mu.Unlock()
-	if err != nil {
-		in.logf("fast tracepoints: draining the ring: %v", err)
-	}
-	in.feed(recs)
-}
-
-// SyncHit drains the ring through a stopped thread's memory access, from
-// the ptrace goroutine (a trap hook): a trap tracepoint's hit, or a pad's
-// own trap (tracing.HitSyncer). Removals the engine asks for meanwhile
-// are left to Flush.
+// SyncHit drains from the ptrace goroutine, while a trap tracepoint is
+// hit (tracing.HitSyncer), so frames keep the order of the hits when trap
+// and fast tracepoints mix. Removals the engine asks for meanwhile are
+// left to Flush.
 func (in *Installer) SyncHit(mem tracing.MemoryAccess) {
 	in.mu.Lock()
-	if in.ctl == 0 {
+	if in.lanes == nil {
 		in.mu.Unlock()
 		return
 	}
 	in.hookMem = mem
-	recs, err := in.drainLocked(mem, false)
 	in.mu.Unlock()
-	if err != nil {
-		in.logf("fast tracepoints: draining the ring: %v", err)
-	}
-	in.feed(recs)
+	in.drainOnce(false)
 	in.mu.Lock()
 	in.hookMem = nil
 	in.mu.Unlock()
-}
-
-// feed hands drained records to the engine (without in.mu: the engine
-// may stop the run and call Remove).
-func (in *Installer) feed(recs []drained) {
-	for _, d := range recs {
-		if d.rec.Flags&jit.RecError != 0 {
-			in.engine.FastHitError(d.tp, fmt.Sprintf("fast tracepoint %d: %s", d.tp.Num, jitErrText(d.rec.ErrCode)))
-			continue
-		}
-		if err := in.engine.FastHit(d.tp, d.rec.Regs[:], d.rec.Blocks); err != nil {
-			in.logf("fast tracepoint %d: bad record: %v", d.tp.Num, err)
-		}
-	}
-}
-
-// drainLocked reads the committed records between the stub's tail and
-// the pads' head, then frees their space: headers zeroed, tail advanced.
-// quiescent says no thread can be writing the ring: it is then read in
-// bulk; otherwise each record's header is read before its body, so a
-// record being written is never read half done.
-func (in *Installer) drainLocked(mem memory, quiescent bool) ([]drained, error) {
-	if in.ctl == 0 {
-		return nil, nil
-	}
-	var cur [16]byte
-	if _, err := mem.ReadMemory(in.ctl+jit.CtlHead, cur[:]); err != nil {
-		return nil, fmt.Errorf("reading the ring cursors: %w", err)
-	}
-	head := binary.LittleEndian.Uint64(cur[0:])
-	if head == in.tail {
-		return nil, nil
-	}
-	ringSize := in.ringSize
-	if head < in.tail || head-in.tail > ringSize {
-		return nil, fmt.Errorf("ring cursors corrupt: head %#x, tail %#x", head, in.tail)
-	}
-	read := func(off uint64, n int) ([]byte, error) {
-		b := make([]byte, n)
-		if _, err := mem.ReadMemory(in.ring+off, b); err != nil {
-			return nil, err
-		}
-		return b, nil
-	}
-	if quiescent {
-		// Snapshot the used part of the ring in at most two reads.
-		if uint64(len(in.snap)) != ringSize {
-			in.snap = make([]byte, ringSize)
-		}
-		snap := in.snap
-		for pos := in.tail; pos < head; {
-			off := pos % ringSize
-			n := min(head-pos, ringSize-off)
-			if _, err := mem.ReadMemory(in.ring+off, snap[off:off+n]); err != nil {
-				return nil, fmt.Errorf("reading the ring: %w", err)
-			}
-			pos += n
-		}
-		read = RingSnapshot(snap)
-	}
-	recs, newTail, err := ParseRing(ringSize, in.tail, head, read)
-	if newTail != in.tail {
-		// Free the consumed bytes: zero them so no stale header looks
-		// committed when the ring comes round, then publish the tail.
-		for pos := in.tail; pos < newTail; {
-			off := pos % ringSize
-			n := min(newTail-pos, ringSize-off)
-			if werr := mem.WriteMemory(in.ring+off, make([]byte, n)); werr != nil {
-				return nil, fmt.Errorf("clearing consumed ring bytes: %w", werr)
-			}
-			pos += n
-		}
-		var t [8]byte
-		binary.LittleEndian.PutUint64(t[:], newTail)
-		if werr := mem.WriteMemory(in.ctl+jit.CtlTail, t[:]); werr != nil {
-			return nil, fmt.Errorf("publishing the ring tail: %w", werr)
-		}
-		in.tail = newTail
-	}
-	var out []drained
-	for _, r := range recs {
-		s := in.bySlot[r.TPIndex]
-		if s == nil {
-			continue // a tracepoint removed since: its late hits are dropped
-		}
-		out = append(out, drained{tp: s.tp, rec: r})
-	}
-	return out, err
 }
 
 // trapHook handles the int3s of the pads and of punned instruction heads.
@@ -156,21 +49,7 @@ func (in *Installer) trapHook(st *inferior.Stopped) (inferior.TrapAction, bool) 
 
 // padTrap does what the int3 at pc (role t) asks for and moves st on.
 func (in *Installer) padTrap(st *inferior.Stopped, pc uint64, t padTrap) error {
-	var next uint64
-	switch t.kind {
-	case trapPun:
-		next = t.site.heads[pc]
-	case trapFull, trapPass:
-		in.SyncHit(st)
-		switch {
-		case t.kind == trapPass:
-			next = pc + 1
-		case in.engine.Running() && in.isPlaced(t.site):
-			next = t.site.pad.Retry
-		default:
-			next = t.site.pad.Skip
-		}
-	}
+	next := t.site.heads[pc]
 	regs, err := st.Registers()
 	if err != nil {
 		return err
@@ -242,12 +121,6 @@ func (in *Installer) Stabilize() {
 			in.logf("fast tracepoints: moving thread %d out of a pad: %v", tid, err)
 		}
 	}
-}
-
-func (in *Installer) isPlaced(s *jumpSite) bool {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	return in.sites[s.tp] == s
 }
 
 // jitErrText names a jit error code.

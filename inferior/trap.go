@@ -205,19 +205,9 @@ func (p *Process) mapScratch(hint, length uint64) (uint64, error) {
 	if p.exitEvent != nil {
 		return 0, ErrExited
 	}
-	var t *thread
-	if lt := p.threads[p.pid]; lt != nil && lt.stopped && !lt.zombie {
-		t = lt
-	} else {
-		for _, c := range p.threads {
-			if c.stopped && !c.zombie {
-				t = c
-				break
-			}
-		}
-	}
-	if t == nil {
-		return 0, fmt.Errorf("allocate scratch: %w", ErrRunning)
+	t, err := p.anyStoppedThread()
+	if err != nil {
+		return 0, fmt.Errorf("allocate scratch: %w", err)
 	}
 	res, err := p.injectSyscall(t, unix.SYS_MMAP, hint, length,
 		unix.PROT_READ|unix.PROT_WRITE|unix.PROT_EXEC,

@@ -333,7 +333,7 @@ func TestPadFaults(t *testing.T) {
 	coll1 := compile("reg 4; const8 16; trace; end")
 	coll2 := compile("const8 1; const8 2; add; end") // no faults
 	coll3 := compile("reg 5; ref64; trace_quick 8; end")
-	spec := PadSpec{Addr: 0x7000_0000_1000, TPAddr: 0x40_1000, Ctl: 0x7100_0000_0000, TPIndex: 1,
+	spec := PadSpec{Addr: 0x7000_0000_1000, TPAddr: 0x40_1000, Ctl: 0x7100_0000_0000, TPIndex: 1, Lanes: 4, FSBase: true,
 		Cond: cond, Collect: []*Code{coll1, coll2, coll3}, CollectCap: 100, TailAddr: 0x7000_0000_0800}
 	p, err := BuildJumpPadAMD64(spec)
 	if err != nil {

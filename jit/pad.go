@@ -3,27 +3,59 @@ package jit
 import (
 	"fmt"
 	"math"
+	"math/bits"
 )
 
-// Control block layout (one per traced process). Every field is 8 bytes,
-// little-endian; the jump pads embed the block's absolute address. See the
-// "Jump pads" section of the package doc.
+// Control block layout (one per traced process, in memory the stub shares
+// with the inferior). Every field is 8 bytes, little-endian; the jump pads
+// embed the block's absolute address. See the "Jump pads" section of the
+// package doc.
 const (
 	CtlActive   = 0  // nonzero: collect; 0: pads go straight to the relocated code
-	CtlRingBase = 8  // address of the ring data
-	CtlRingSize = 16 // ring size in bytes, a multiple of 16
-	CtlHead     = 24 // reservation cursor in bytes (monotonic, advanced by pads with lock cmpxchg)
-	CtlTail     = 32 // consumer cursor in bytes (monotonic, written only by the stub)
-	CtlTSVs     = 40 // address of an int64 array indexed by trace state variable number
-	CtlNTSVs    = 48 // its length
-	CtlPid      = 56 // the inferior's pid (for process_vm_readv in expression code)
-	CtlTPs      = 64 // tracepoint table: entry i at CtlTPs + i*CtlTPSize
-	CtlTPSize   = 32 // size of one tracepoint table entry
+	CtlDeadline = 8  // lease: pads skip the hit (CtlLeaseSkips++) once rdtsc passes it
+	CtlTSVs     = 16 // address of an int64 array indexed by trace state variable number
+	CtlNTSVs    = 24 // its length
+	CtlPid      = 32 // the inferior's pid (for process_vm_readv in expression code)
+	// Written by pads only when something stops tracing (another cache line).
+	CtlStopWhy    = 64 // StopPassCount or StopError: why a pad cleared CtlActive
+	CtlStopTP     = 72 // the tracepoint index that did
+	CtlLeaseSkips = 80 // hits skipped because the lease had run out
+	// CtlOwners is the lane ownership table: MaxLanes thread pointers
+	// (fs base), 0 = free; a thread's first hit claims a free entry with
+	// lock cmpxchg and keeps that lane.
+	CtlOwners = 128
+	// CtlLanes is the first lane header; lane i is at CtlLanes +
+	// i*LaneHdrSize (i = PadSpec.Lanes is the shared lane).
+	CtlLanes = 768
+	// CtlTPs is the tracepoint table: entry i at CtlTPs + i*CtlTPSize.
+	CtlTPs    = CtlLanes + (MaxLanes+1)*LaneHdrSize
+	CtlTPSize = 32 // size of one tracepoint table entry
+)
+
+// MaxLanes bounds PadSpec.Lanes (the lanes threads own; one more is shared).
+const MaxLanes = 64
+
+// Lane header fields (offsets from the header). The pads write head and
+// dropped; the stub writes base and size once and tail as it consumes,
+// on a cache line of its own.
+const (
+	LaneHead    = 0   // reservation cursor in bytes (monotonic; pads: lock cmpxchg)
+	LaneDropped = 8   // hits dropped because the lane was full (lock add)
+	LaneBase    = 16  // address of the lane's data
+	LaneSize    = 24  // its size in bytes, a power of two
+	LaneTail    = 128 // consumer cursor in bytes (monotonic; the stub only)
+	LaneHdrSize = 256
+)
+
+// Values of CtlStopWhy.
+const (
+	StopPassCount = 1 // a tracepoint's hit count reached its passcount
+	StopError     = 2 // a condition or collection failed
 )
 
 // Fields of a tracepoint table entry (offsets from the entry).
 const (
-	TPHits      = 0  // hits (lock xadd +1 when the condition is true)
+	TPHits      = 0  // hits counted for the passcount (only when PassCount != 0)
 	TPPassCount = 8  // stop tracing when hits reaches it (0: never)
 	TPErrors    = 16 // hits whose condition or collection failed
 )
@@ -33,22 +65,32 @@ const (
 	RecSize       = 0  // u32: total bytes of the record incl. header; written last (commit), 0 = not committed
 	RecTPIndex    = 4  // u32: tracepoint table index
 	RecUsed       = 8  // u32: bytes of collection blocks (RecError: the Err* code)
-	RecFlags      = 12 // u32: RecSkip, RecError or 0
-	RecHeaderSize = 16 // header size; the register block follows
+	RecFlags      = 12 // u32: RecSkip, RecError, RecRegs
+	RecTime       = 16 // u64: time-stamp counter (rdtsc) at the hit
+	RecThread     = 24 // u64: the thread pointer (fs base), 0 when unknown
+	RecHeaderSize = 32 // header size; the register block (RecRegs) or the blocks follow
 	RecAlign      = 16 // records start and end 16-byte aligned
 )
 
 // Record flags.
 const (
-	RecSkip  = 1 // filler from its offset to the end of the ring, no payload
+	RecSkip  = 1 // filler from its offset to the end of the lane, no payload
 	RecError = 2 // the condition or a collection failed; RecUsed holds the Err* code
+	RecRegs  = 4 // the record holds the PadRegs register block after the header
 )
 
-// PadRecordSize returns the bytes a pad reserves for one record with a
-// collection capacity of collectCap: header, register block and the
-// blocks, rounded up to RecAlign.
-func PadRecordSize(collectCap uint32) uint64 {
-	n := uint64(RecHeaderSize) + PadRegs*8 + uint64(collectCap)
+// PadJumpLimit is the backward-jump budget of one expression run in a pad
+// (the ctx jumplimit): a looping condition ends the hit with ErrSteps.
+const PadJumpLimit = 1 << 16
+
+// PadRecordSize returns the bytes a pad reserves for one record: header,
+// the register block when regs, and collectCap bytes of blocks, rounded up
+// to RecAlign.
+func PadRecordSize(regs bool, collectCap uint32) uint64 {
+	n := uint64(RecHeaderSize) + uint64(collectCap)
+	if regs {
+		n += PadRegs * 8
+	}
 	return (n + RecAlign - 1) &^ (RecAlign - 1)
 }
 
@@ -61,24 +103,24 @@ type PadSpec struct {
 	Cond       *Code   // condition (nil: always true)
 	Collect    []*Code // collection code, run in order into the record
 	CollectCap uint32  // bytes of collection blocks a record can hold
-	TailAddr   uint64  // the relocated instructions; the pad ends with jmp rel32 to it
+	// CollectRegs stores the register block in each record (RecRegs).
+	CollectRegs bool
+	// Lanes is the number of lanes threads may own (a power of two, at
+	// most MaxLanes); lane Lanes is shared by the threads that own none.
+	Lanes int
+	// FSBase: the CPU and kernel allow rdfsbase (HWCAP2_FSGSBASE), which
+	// gives the thread pointer that picks a thread's lane. Without it
+	// every hit goes to the shared lane and RecThread is 0.
+	FSBase   bool
+	TailAddr uint64 // the relocated instructions; the pad ends with jmp rel32 to it
 }
 
 // JumpPad is a built pad. Code is to be placed at PadSpec.Addr; the other
 // fields are absolute addresses inside it.
 type JumpPad struct {
 	Code []byte
-	// FullTrap is an int3 executed when the ring is full. The stub drains
-	// the ring, then sets rip to Retry (reserve again) or to Skip (tracing
-	// stopped).
-	FullTrap uint64
-	Retry    uint64
 	// Skip restores the thread's state and jumps to TailAddr.
 	Skip uint64
-	// PassTrap is an int3 executed when the hit count reaches the pass
-	// count; the stub stops tracing and resumes at PassTrap+1, which
-	// continues to Skip.
-	PassTrap uint64
 	// StackBytes bounds the thread stack the pad uses below the thread's
 	// rsp (red zone included), expression code included.
 	StackBytes int
@@ -97,15 +139,21 @@ type PadFault struct {
 }
 
 // Stack frame of the pad, from the thread's rsp S downwards: 128 bytes of
-// red zone, the saved flags (S-136), the sixteen GPRs (padSaveBytes), then
-// the register block (PadRegs slots); rbp points at the register block.
-// Below it, rsp is aligned to 16 and the ctx block is at [rsp].
+// red zone, the saved flags (S-136), the fifteen other GPRs, then the
+// register block (PadRegs slots); rbp points at the register block.
+// Below it, rsp is aligned to 16, the ctx block is at [rsp] and the pad's
+// locals follow it at [rsp+CtxSize].
 const (
 	padRedZone    = 128
 	padSaveBytes  = 15 * 8 // every GPR but rsp
 	padBlockBytes = PadRegs * 8
 	padFlagsOff   = padBlockBytes + padSaveBytes                  // saved flags, from rbp
 	padThreadRSP  = padBlockBytes + padSaveBytes + 8 + padRedZone // the thread's rsp, from rbp
+	padLocals     = 32
+	locTime       = CtxSize + 0  // rdtsc at entry
+	locThread     = CtxSize + 8  // thread pointer
+	locHit        = CtxSize + 16 // this hit's number when the tracepoint has a passcount, else 0
+	locErr        = CtxSize + 24 // the condition's error code
 )
 
 // padPushOrder is the order in which the pad pushes the GPRs (and pops
@@ -122,47 +170,107 @@ const (
 	padCtl    = rBX // control block
 	padRecord = r12 // reserved record
 	padSizeR  = r13 // in to reserve: record size; then frameused / error code
-	padHits   = r14 // hit count after this hit; error code on the condition error path
+	padLane   = r14 // lane header
 	padTP     = r15 // tracepoint table entry
 	padBase   = rBP // register block
 )
 
+// padBuilder carries the label fixups of one pad under construction.
+type padBuilder struct {
+	a        asm
+	spec     PadSpec
+	recSize  uint64
+	tpDisp   int32
+	skip     []int // jumps to Skip
+	pass     []int // jumps to the passcount check
+	collects []int // call sites of the Collect code
+	cond     int   // call site of the Cond code (-1: none)
+	// condErrFix and collectErrFix are the jumps taken when the
+	// condition (-1: none) or a collection fails.
+	condErrFix    int
+	collectErrFix []int
+}
+
 // BuildJumpPadAMD64 generates the amd64 jump pad for spec. The pad saves
-// the thread's state, evaluates the condition, counts the hit, reserves and
-// fills a ring record, restores everything and jumps to spec.TailAddr.
-// See the "Jump pads" section of the package doc.
+// the thread's state, evaluates the condition, reserves and fills a record
+// in the thread's lane, restores everything and jumps to spec.TailAddr.
+// It never traps: a full lane drops the hit (LaneDropped), a failure or a
+// reached passcount clears CtlActive. See the "Jump pads" section of the
+// package doc.
 func BuildJumpPadAMD64(spec PadSpec) (*JumpPad, error) {
-	exprs := append([]*Code{spec.Cond}, spec.Collect...)
-	for i, c := range exprs {
+	if err := checkPadSpec(spec); err != nil {
+		return nil, err
+	}
+	b := &padBuilder{spec: spec, cond: -1, condErrFix: -1,
+		recSize: PadRecordSize(spec.CollectRegs, spec.CollectCap),
+		tpDisp:  int32(uint64(CtlTPs) + uint64(spec.TPIndex)*CtlTPSize)}
+	b.entry()
+	b.condition()
+	b.passcount()
+	b.record()
+	b.passCheck()
+	skip := b.restore()
+	tailFix := b.a.jmp32()
+	b.collectError()
+	b.conditionError()
+	faults := b.placeCode()
+	for _, f := range b.skip {
+		b.a.patch32(f, skip)
+	}
+	rel := int64(spec.TailAddr) - int64(spec.Addr+uint64(tailFix)+4)
+	if rel < math.MinInt32 || rel > math.MaxInt32 {
+		return nil, fmt.Errorf("jit: jump pad at %#x: tail %#x out of rel32 range", spec.Addr, spec.TailAddr)
+	}
+	b.a.patch32(tailFix, int(int64(tailFix)+4+rel))
+	exprStack := 0
+	for _, c := range append([]*Code{spec.Cond}, spec.Collect...) {
+		if c != nil {
+			exprStack = max(exprStack, c.StackBytes)
+		}
+	}
+	return &JumpPad{
+		// Red zone, flags, GPRs, register block, alignment, ctx and
+		// locals, the return address of a call, the deepest expression.
+		StackBytes: padRedZone + 8 + padSaveBytes + padBlockBytes + 15 + CtxSize + padLocals + 8 + exprStack,
+		Code:       b.a.buf,
+		Skip:       spec.Addr + uint64(skip),
+		Faults:     faults,
+	}, nil
+}
+
+// checkPadSpec rejects what the pad cannot encode.
+func checkPadSpec(spec PadSpec) error {
+	for i, c := range append([]*Code{spec.Cond}, spec.Collect...) {
 		if c == nil {
 			if i > 0 {
-				return nil, fmt.Errorf("jit: jump pad: collect %d is nil", i-1)
+				return fmt.Errorf("jit: jump pad: collect %d is nil", i-1)
 			}
 			continue
 		}
 		if c.Fallback != "" {
-			return nil, fmt.Errorf("jit: jump pad: expression %d needs the interpreter: %s", i, c.Fallback)
+			return fmt.Errorf("jit: jump pad: expression %d needs the interpreter: %s", i, c.Fallback)
 		}
 		if c.Arch != "amd64" || len(c.Relocs) != 0 || len(c.Text) == 0 {
-			return nil, fmt.Errorf("jit: jump pad: expression %d is not relocatable amd64 code", i)
+			return fmt.Errorf("jit: jump pad: expression %d is not relocatable amd64 code", i)
 		}
 	}
-	tpDisp := uint64(CtlTPs) + uint64(spec.TPIndex)*CtlTPSize
-	if tpDisp > math.MaxInt32 {
-		return nil, fmt.Errorf("jit: jump pad: tracepoint index %d too large", spec.TPIndex)
+	if spec.Lanes < 1 || spec.Lanes > MaxLanes || spec.Lanes&(spec.Lanes-1) != 0 {
+		return fmt.Errorf("jit: jump pad: %d lanes (want a power of two up to %d)", spec.Lanes, MaxLanes)
 	}
-	recSize := PadRecordSize(spec.CollectCap)
-	if recSize > math.MaxInt32 {
-		return nil, fmt.Errorf("jit: jump pad: collection capacity %d too large", spec.CollectCap)
+	if uint64(CtlTPs)+uint64(spec.TPIndex)*CtlTPSize > math.MaxInt32 {
+		return fmt.Errorf("jit: jump pad: tracepoint index %d too large", spec.TPIndex)
 	}
+	if PadRecordSize(spec.CollectRegs, spec.CollectCap) > math.MaxInt32 {
+		return fmt.Errorf("jit: jump pad: collection capacity %d too large", spec.CollectCap)
+	}
+	return nil
+}
 
-	var a asm
-	condCall := -1
-	var collectCalls []int
-	var skipFix, passCheckFix []int
-
-	// Entry: below the red zone without touching flags, save flags and
-	// GPRs, build the register block.
+// entry steps below the red zone without touching flags, saves flags and
+// GPRs, builds the register block, then leaves when tracing is off or the
+// lease has run out; otherwise it records the time.
+func (b *padBuilder) entry() {
+	a := &b.a
 	a.lea(rSP, at(rSP, -padRedZone))
 	a.pushfq()
 	for _, r := range padPushOrder {
@@ -177,7 +285,7 @@ func BuildJumpPadAMD64(spec PadSpec) (*JumpPad, error) {
 	a.movRR(padBase, rSP)
 	a.lea(rAX, at(padBase, padThreadRSP))
 	a.store64(at(padBase, 8*7), rAX)
-	a.movImm(rAX, spec.TPAddr)
+	a.movImm(rAX, b.spec.TPAddr)
 	a.store64(at(padBase, 8*16), rAX)
 	a.load64(rAX, at(padBase, padFlagsOff))
 	a.store64(at(padBase, 8*17), rAX)
@@ -186,76 +294,149 @@ func BuildJumpPadAMD64(spec PadSpec) (*JumpPad, error) {
 		a.store64(at(padBase, int32(8*(18+i))), rAX)
 	}
 	a.cld()
-	a.movImm(padCtl, spec.Ctl)
+	a.movImm(padCtl, b.spec.Ctl)
 	a.aluRI(aluAnd, rSP, -16)
-	a.aluRI(aluSub, rSP, CtxSize)
+	a.aluRI(aluSub, rSP, CtxSize+padLocals)
 
-	// Tracing active?
 	a.aluMI(aluCmp, at(padCtl, CtlActive), 0)
-	skipFix = append(skipFix, a.jcc32(condE))
-	a.lea(padTP, at(padCtl, int32(tpDisp)))
+	b.skip = append(b.skip, a.jcc32(condE))
+	a.rdtsc()
+	a.shiftImm(shiftShl, rDX, 32)
+	a.aluRR(aluOr, rAX, rDX)
+	a.aluRM(aluCmp, rAX, at(padCtl, CtlDeadline))
+	fresh := a.jcc8(condBE)
+	// The stub has not renewed the lease: it is gone or stuck. Nothing
+	// more may run that would need it (a fault-recovering load).
+	a.lockAluMI(aluAdd, at(padCtl, CtlLeaseSkips), 1)
+	b.skip = append(b.skip, a.jmp32())
+	a.here8(fresh)
+	a.store64(at(rSP, locTime), rAX)
+	a.lea(padTP, at(padCtl, b.tpDisp))
+}
 
-	// Condition.
-	condErrFix := -1
-	if spec.Cond != nil {
-		padInitCtx(&a)
-		a.movRR(rDI, padBase)
-		a.movRR(rSI, rSP)
-		condCall = a.call32()
-		a.load64(rAX, at(rSP, CtxErr))
-		a.testRR(rAX, rAX)
-		condErrFix = a.jcc32(condNE)
-		a.load64(rAX, at(rSP, CtxResult))
-		a.testRR(rAX, rAX)
-		skipFix = append(skipFix, a.jcc32(condE))
+// condition calls the condition code: false skips, an error goes to the
+// condition-error path.
+func (b *padBuilder) condition() {
+	if b.spec.Cond == nil {
+		return
 	}
+	a := &b.a
+	padInitCtx(a)
+	a.movRR(rDI, padBase)
+	a.movRR(rSI, rSP)
+	b.cond = a.call32()
+	a.load64(rAX, at(rSP, CtxErr))
+	a.testRR(rAX, rAX)
+	b.condErrFix = a.jcc32(condNE)
+	a.load64(rAX, at(rSP, CtxResult))
+	a.testRR(rAX, rAX)
+	b.skip = append(b.skip, a.jcc32(condE))
+}
 
-	// Count the hit, reserve, fill the header and the register block.
-	a.movImm(padHits, 1)
-	a.lockXadd(at(padTP, TPHits), padHits)
-	a.aluRI(aluAdd, padHits, 1)
-	a.movImm(padSizeR, recSize)
-	reserveCalls := []int{a.call32()}
-	a.store32Imm(at(padRecord, RecTPIndex), spec.TPIndex)
-	a.store32Imm(at(padRecord, RecUsed), 0)
-	a.store32Imm(at(padRecord, RecFlags), 0)
-	a.lea(rDI, at(padRecord, RecHeaderSize))
-	a.movRR(rSI, padBase)
-	a.movImm(rCX, PadRegs)
-	a.repMovsq()
+// passcount numbers the hit when the tracepoint has a passcount; a hit
+// past it (another thread got there first) is skipped.
+func (b *padBuilder) passcount() {
+	a := &b.a
+	a.aluRR32(aluXor, rAX, rAX)
+	a.store64(at(rSP, locHit), rAX)
+	a.load64(rAX, at(padTP, TPPassCount))
+	a.testRR(rAX, rAX)
+	none := a.jcc8(condE)
+	a.movImm(rCX, 1)
+	a.lockXadd(at(padTP, TPHits), rCX)
+	a.aluRI(aluAdd, rCX, 1)
+	a.aluRR(aluCmp, rCX, rAX)
+	b.skip = append(b.skip, a.jcc32(condA))
+	a.store64(at(rSP, locHit), rCX)
+	a.here8(none)
+}
 
-	// Collection, frameused carried in padSizeR.
+// record finds the thread's lane, reserves a record and fills it: header,
+// registers, collection; the size is stored last (the commit). A full lane
+// drops the hit and goes on to the passcount check.
+func (b *padBuilder) record() {
+	a := &b.a
+	b.lane()
+	a.movImm(padSizeR, b.recSize)
+	b.pass = append(b.pass, b.reserve()...)
+	flags := uint32(0)
+	if b.spec.CollectRegs {
+		flags = RecRegs
+	}
+	b.header(0, flags)
+	regBytes := int32(0)
+	if b.spec.CollectRegs {
+		a.lea(rDI, at(padRecord, RecHeaderSize))
+		a.movRR(rSI, padBase)
+		a.movImm(rCX, PadRegs)
+		a.repMovsq()
+		regBytes = padBlockBytes
+	}
 	a.aluRR32(aluXor, padSizeR, padSizeR)
-	var collectErrFix []int
-	for range spec.Collect {
-		padInitCtx(&a)
-		a.lea(rAX, at(padRecord, RecHeaderSize+padBlockBytes))
+	for range b.spec.Collect {
+		padInitCtx(a)
+		a.lea(rAX, at(padRecord, RecHeaderSize+regBytes))
 		a.store64(at(rSP, CtxFrameBuf), rAX)
-		a.movImm(rAX, uint64(spec.CollectCap))
+		a.movImm(rAX, uint64(b.spec.CollectCap))
 		a.store64(at(rSP, CtxFrameCap), rAX)
 		a.store64(at(rSP, CtxFrameUsed), padSizeR)
 		a.movRR(rDI, padBase)
 		a.movRR(rSI, rSP)
-		collectCalls = append(collectCalls, a.call32())
+		b.collects = append(b.collects, a.call32())
 		a.load64(rAX, at(rSP, CtxErr))
 		a.testRR(rAX, rAX)
-		collectErrFix = append(collectErrFix, a.jcc32(condNE))
+		b.collectErrFix = append(b.collectErrFix, a.jcc32(condNE))
 		a.load64(padSizeR, at(rSP, CtxFrameUsed))
 	}
-	// Commit.
 	a.store32(at(padRecord, RecUsed), padSizeR)
-	a.movImm(rAX, recSize)
+	a.movImm(rAX, b.recSize)
 	a.store32(at(padRecord, RecSize), rAX)
-	passCheck := a.pos()
-	a.load64(rAX, at(padTP, TPPassCount))
-	a.testRR(rAX, rAX)
-	skipFix = append(skipFix, a.jcc32(condE))
-	a.aluRR(aluCmp, rAX, padHits)
-	skipFix = append(skipFix, a.jcc32(condNE))
-	passTrap := a.pos()
-	a.int3()
+}
 
-	// Skip: restore everything and leave through the relocated code.
+// header writes a reserved record's header but its size: tracepoint,
+// used, flags, time and thread.
+func (b *padBuilder) header(used, flags uint32) {
+	a := &b.a
+	a.store32Imm(at(padRecord, RecTPIndex), b.spec.TPIndex)
+	a.store32Imm(at(padRecord, RecUsed), used)
+	a.store32Imm(at(padRecord, RecFlags), flags)
+	a.load64(rAX, at(rSP, locTime))
+	a.store64(at(padRecord, RecTime), rAX)
+	a.load64(rAX, at(rSP, locThread))
+	a.store64(at(padRecord, RecThread), rAX)
+}
+
+// passCheck: the hit that reaches the passcount stops tracing.
+func (b *padBuilder) passCheck() {
+	a := &b.a
+	here := a.pos()
+	for _, f := range b.pass {
+		a.patch32(f, here)
+	}
+	a.load64(rAX, at(rSP, locHit))
+	a.testRR(rAX, rAX)
+	b.skip = append(b.skip, a.jcc32(condE))
+	a.aluRM(aluCmp, rAX, at(padTP, TPPassCount))
+	b.skip = append(b.skip, a.jcc32(condNE))
+	b.stopTracing(StopPassCount)
+	b.skip = append(b.skip, a.jmp32())
+}
+
+// stopTracing clears CtlActive and says why, for the stub.
+func (b *padBuilder) stopTracing(why uint64) {
+	a := &b.a
+	a.movImm(rAX, why)
+	a.store64(at(padCtl, CtlStopWhy), rAX)
+	a.movImm(rAX, uint64(b.spec.TPIndex))
+	a.store64(at(padCtl, CtlStopTP), rAX)
+	a.aluRR32(aluXor, rAX, rAX)
+	a.store64(at(padCtl, CtlActive), rAX)
+}
+
+// restore is Skip: restore everything; the caller adds the jump to the
+// relocated code. It returns Skip's offset.
+func (b *padBuilder) restore() int {
+	a := &b.a
 	skip := a.pos()
 	a.lea(rSP, at(padBase, padBlockBytes))
 	for i := len(padPushOrder) - 1; i >= 0; i-- {
@@ -263,88 +444,170 @@ func BuildJumpPadAMD64(spec PadSpec) (*JumpPad, error) {
 	}
 	a.popfq()
 	a.lea(rSP, at(rSP, padRedZone))
-	tailFix := a.jmp32()
+	return skip
+}
 
-	// A collection failed: turn the reserved record into an error record
-	// of the same size.
-	if len(collectErrFix) > 0 {
-		here := a.pos()
-		for _, f := range collectErrFix {
-			a.patch32(f, here)
-		}
-		a.store32(at(padRecord, RecUsed), rAX)
-		a.store32Imm(at(padRecord, RecFlags), RecError)
-		a.lockAluMI(aluAdd, at(padTP, TPErrors), 1)
-		a.movImm(rAX, recSize)
-		a.store32(at(padRecord, RecSize), rAX)
-		passCheckFix = append(passCheckFix, a.jmp32())
+// collectError turns the reserved record into an error record of the same
+// size (rax = the Err* code) and stops tracing.
+func (b *padBuilder) collectError() {
+	if len(b.collectErrFix) == 0 {
+		return
 	}
-
-	// The condition failed: a header-only error record.
-	if condErrFix >= 0 {
-		a.patch32(condErrFix, a.pos())
-		a.movRR(padHits, rAX)
-		a.movImm(padSizeR, RecHeaderSize)
-		reserveCalls = append(reserveCalls, a.call32())
-		a.store32Imm(at(padRecord, RecTPIndex), spec.TPIndex)
-		a.store32(at(padRecord, RecUsed), padHits)
-		a.store32Imm(at(padRecord, RecFlags), RecError)
-		a.lockAluMI(aluAdd, at(padTP, TPErrors), 1)
-		a.movImm(rAX, RecHeaderSize)
-		a.store32(at(padRecord, RecSize), rAX)
-		skipFix = append(skipFix, a.jmp32())
+	a := &b.a
+	here := a.pos()
+	for _, f := range b.collectErrFix {
+		a.patch32(f, here)
 	}
+	a.store32(at(padRecord, RecUsed), rAX)
+	a.store32Imm(at(padRecord, RecFlags), RecError)
+	a.lockAluMI(aluAdd, at(padTP, TPErrors), 1)
+	a.movImm(rAX, b.recSize)
+	a.store32(at(padRecord, RecSize), rAX)
+	b.stopTracing(StopError)
+	b.skip = append(b.skip, a.jmp32())
+}
 
-	// reserve: in padSizeR = record size R; out padRecord = the record.
-	// Clobbers rax rcx rdx rsi rdi.
-	reserve := a.pos()
-	retry := a.pos()
-	a.load64(rAX, at(padCtl, CtlHead))
+// conditionError writes a header-only error record (rax = the Err* code)
+// and stops tracing; a full lane drops the record but still stops.
+func (b *padBuilder) conditionError() {
+	if b.condErrFix < 0 {
+		return
+	}
+	a := &b.a
+	a.patch32(b.condErrFix, a.pos())
+	a.store64(at(rSP, locErr), rAX)
+	a.lockAluMI(aluAdd, at(padTP, TPErrors), 1)
+	b.lane()
+	a.movImm(padSizeR, RecHeaderSize)
+	full := b.reserve()
+	b.header(0, RecError)
+	a.load64(rAX, at(rSP, locErr))
+	a.store32(at(padRecord, RecUsed), rAX)
+	a.movImm(rAX, RecHeaderSize)
+	a.store32(at(padRecord, RecSize), rAX)
+	here := a.pos()
+	for _, f := range full {
+		a.patch32(f, here)
+	}
+	b.stopTracing(StopError)
+	b.skip = append(b.skip, a.jmp32())
+}
+
+// laneHash is the multiplier of the thread pointer hash (2^64/φ).
+const laneHash = 0x9e3779b97f4a7c15
+
+// lane sets padLane to the thread's lane header and stores the thread
+// pointer in the locals: the lane whose owner entry holds the thread's fs
+// base, claiming a free one (lock cmpxchg) on the thread's first hit; the
+// shared lane when there is no fs base or no free entry. Clobbers rax
+// rcx rdx rsi rdi.
+func (b *padBuilder) lane() {
+	a := &b.a
+	n := b.spec.Lanes
+	a.lea(padLane, at(padCtl, int32(CtlLanes+n*LaneHdrSize)))
+	if !b.spec.FSBase {
+		a.aluRR32(aluXor, rAX, rAX)
+		a.store64(at(rSP, locThread), rAX)
+		return
+	}
+	a.rdfsbase(rSI)
+	a.store64(at(rSP, locThread), rSI)
+	a.testRR(rSI, rSI)
+	var done []int
+	done = append(done, a.jcc32(condE))
+	// h = ((fs >> 12) * laneHash) >> (64 - log2 n)
+	a.movRR(rDX, rSI)
+	a.shiftImm(shiftShr, rDX, 12)
+	a.movImm(rCX, laneHash)
+	a.imulRR(rDX, rCX)
+	if n > 1 {
+		a.shiftImm(shiftShr, rDX, uint8(64-bits.TrailingZeros(uint(n))))
+	} else {
+		a.aluRR32(aluXor, rDX, rDX)
+	}
+	a.movImm(rDI, uint64(n))
+	probe := a.pos()
+	owner := mem{base: padCtl, index: int(rDX), scale: 8, disp: CtlOwners}
+	a.load64(rAX, owner)
+	a.aluRR(aluCmp, rAX, rSI)
+	found := []int{a.jcc32(condE)}
+	a.testRR(rAX, rAX)
+	next := a.jcc8(condNE)
+	a.lockCmpxchg(owner, rSI) // rax = 0: claim the free entry
+	found = append(found, a.jcc32(condE))
+	a.aluRR(aluCmp, rAX, rSI) // another thread with our fs base? (not possible, but harmless)
+	found = append(found, a.jcc32(condE))
+	a.here8(next)
+	a.aluRI(aluAdd, rDX, 1)
+	a.aluRI(aluAnd, rDX, int32(n-1))
+	a.aluRI(aluSub, rDI, 1)
+	a.patch32(a.jcc32(condNE), probe)
+	done = append(done, a.jmp32()) // no free entry: the shared lane
+	here := a.pos()
+	for _, f := range found {
+		a.patch32(f, here)
+	}
+	a.shiftImm(shiftShl, rDX, 8) // * LaneHdrSize
+	a.lea(padLane, mem{base: padCtl, index: int(rDX), scale: 1, disp: CtlLanes})
+	here = a.pos()
+	for _, f := range done {
+		a.patch32(f, here)
+	}
+}
+
+// reserve reserves padSizeR bytes in the lane at padLane, with a filler
+// record when they do not fit before the lane's end, and sets padRecord.
+// It returns the jumps taken when the lane is full (the drop is counted).
+// Clobbers rax rcx rdx rsi rdi r8 r9.
+func (b *padBuilder) reserve() []int {
+	a := &b.a
+	a.load64(rCX, at(padLane, LaneSize))
+	a.load64(rAX, at(padLane, LaneHead))
 	loop := a.pos()
 	a.movRR(rSI, rAX) // h
-	a.load64(rCX, at(padCtl, CtlRingSize))
-	a.testRR(rCX, rCX)
-	fullFix := []int{a.jcc32(condE)}
-	a.aluRR32(aluXor, rDX, rDX)
-	a.div(rCX)                                                 // rdx = off
+	a.lea(rDX, at(rCX, -1))
+	a.aluRR(aluAnd, rDX, rSI)                                  // off = h & (size-1)
 	a.lea(rDI, mem{base: rDX, index: int(padSizeR), scale: 1}) // off + R
-	a.movRR(rAX, padSizeR)                                     // need
+	a.movRR(r9, padSizeR)                                      // need
 	a.aluRR(aluCmp, rDI, rCX)
 	fits := a.jcc8(condBE)
-	a.lea(rAX, mem{base: rCX, index: int(padSizeR), scale: 1})
-	a.aluRR(aluSub, rAX, rDX) // need = size - off + R
+	a.movRR(r9, rCX)
+	a.aluRR(aluSub, r9, rDX)
+	a.aluRR(aluAdd, r9, padSizeR) // need = size - off + R
 	a.here8(fits)
-	a.lea(rDI, mem{base: rSI, index: int(rAX), scale: 1}) // h + need
+	a.lea(rDI, mem{base: rSI, index: int(r9), scale: 1}) // h + need
 	a.movRR(r8, rDI)
-	a.aluRM(aluSub, r8, at(padCtl, CtlTail))
+	a.aluRM(aluSub, r8, at(padLane, LaneTail))
 	a.aluRR(aluCmp, r8, rCX)
-	fullFix = append(fullFix, a.jcc32(condA))
-	a.movRR(r9, rAX) // need
-	a.movRR(rAX, rSI)
-	a.lockCmpxchg(at(padCtl, CtlHead), rDI)
+	full := a.jcc32(condA)
+	a.lockCmpxchg(at(padLane, LaneHead), rDI)
 	a.patch32(a.jcc32(condNE), loop) // rax = the current head
-	a.load64(padRecord, at(padCtl, CtlRingBase))
+	a.load64(padRecord, at(padLane, LaneBase))
 	a.aluRR(aluCmp, r9, padSizeR)
 	noSkip := a.jcc8(condE)
-	// Filler from off to the end; the record goes at the ring start.
+	// Filler from off to the end; the record goes at the lane start.
 	a.lea(rDI, mem{base: padRecord, index: int(rDX), scale: 1})
 	a.aluRR(aluSub, rCX, rDX)
-	a.store32Imm(at(rDI, RecTPIndex), spec.TPIndex)
+	a.store32Imm(at(rDI, RecTPIndex), b.spec.TPIndex)
 	a.store32Imm(at(rDI, RecUsed), 0)
 	a.store32Imm(at(rDI, RecFlags), RecSkip)
 	a.store32(at(rDI, RecSize), rCX)
-	a.ret()
+	done := a.jmp8()
 	a.here8(noSkip)
 	a.aluRR(aluAdd, padRecord, rDX)
-	a.ret()
-	fullTrap := a.pos()
-	for _, f := range fullFix {
-		a.patch32(f, fullTrap)
-	}
-	a.int3()
-	a.patch32(a.jmp32(), retry) // never reached: the stub moves rip
+	a.here8(done)
+	skipFull := a.jmp8()
+	a.patch32(full, a.pos())
+	a.lockAluMI(aluAdd, at(padLane, LaneDropped), 1)
+	dropped := a.jmp32()
+	a.here8(skipFull)
+	return []int{dropped}
+}
 
-	// The expressions, 16-byte aligned.
+// placeCode appends the Cond and Collect code, 16-byte aligned, patches
+// their calls and returns their fault tables relocated into the pad.
+func (b *padBuilder) placeCode() []PadFault {
+	a := &b.a
 	var faults []PadFault
 	place := func(c *Code) int {
 		for a.pos()%16 != 0 {
@@ -353,51 +616,21 @@ func BuildJumpPadAMD64(spec PadSpec) (*JumpPad, error) {
 		p := a.pos()
 		a.byte1(c.Text...)
 		for _, f := range c.Faults {
-			faults = append(faults, PadFault{PC: spec.Addr + uint64(p+f.Off), Recover: spec.Addr + uint64(p+f.Recover)})
+			faults = append(faults, PadFault{PC: b.spec.Addr + uint64(p+f.Off), Recover: b.spec.Addr + uint64(p+f.Recover)})
 		}
 		return p
 	}
-	if spec.Cond != nil {
-		a.patch32(condCall, place(spec.Cond))
+	if b.spec.Cond != nil {
+		a.patch32(b.cond, place(b.spec.Cond))
 	}
-	for i, c := range spec.Collect {
-		a.patch32(collectCalls[i], place(c))
+	for i, c := range b.spec.Collect {
+		a.patch32(b.collects[i], place(c))
 	}
-	for _, f := range reserveCalls {
-		a.patch32(f, reserve)
-	}
-	for _, f := range skipFix {
-		a.patch32(f, skip)
-	}
-	for _, f := range passCheckFix {
-		a.patch32(f, passCheck)
-	}
-	rel := int64(spec.TailAddr) - int64(spec.Addr+uint64(tailFix)+4)
-	if rel < math.MinInt32 || rel > math.MaxInt32 {
-		return nil, fmt.Errorf("jit: jump pad at %#x: tail %#x out of rel32 range", spec.Addr, spec.TailAddr)
-	}
-	a.patch32(tailFix, int(int64(tailFix)+4+rel))
-	exprStack := 0
-	for _, c := range exprs {
-		if c != nil {
-			exprStack = max(exprStack, c.StackBytes)
-		}
-	}
-	return &JumpPad{
-		// Red zone, flags, GPRs, register block, alignment, ctx, the
-		// return address of a call, the deepest expression.
-		StackBytes: padRedZone + 8 + padSaveBytes + padBlockBytes + 15 + CtxSize + 8 + exprStack,
-		Code:       a.buf,
-		FullTrap:   spec.Addr + uint64(fullTrap),
-		Retry:      spec.Addr + uint64(retry),
-		Skip:       spec.Addr + uint64(skip),
-		PassTrap:   spec.Addr + uint64(passTrap),
-		Faults:     faults,
-	}, nil
+	return faults
 }
 
-// padInitCtx zeroes the ctx block at [rsp] and fills tsvs, ntsvs and pid
-// from the control block. Clobbers rax.
+// padInitCtx zeroes the ctx block at [rsp], fills tsvs, ntsvs and pid
+// from the control block and sets the jump budget. Clobbers rax.
 func padInitCtx(a *asm) {
 	a.aluRR32(aluXor, rAX, rAX)
 	for off := int32(0); off < CtxSize; off += 8 {
@@ -407,4 +640,6 @@ func padInitCtx(a *asm) {
 		a.load64(rAX, at(padCtl, f[0]))
 		a.store64(at(rSP, f[1]), rAX)
 	}
+	a.movImm(rAX, PadJumpLimit)
+	a.store64(at(rSP, CtxJumpLimit), rAX)
 }

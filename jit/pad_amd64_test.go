@@ -2,9 +2,13 @@ package jit
 
 import (
 	"encoding/binary"
+	"fmt"
+	"math"
 	"os"
 	"runtime"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"unsafe"
 
@@ -27,24 +31,32 @@ const (
 // siteImm is the immediate of the site instruction add rcx, imm32.
 const siteImm = 0x12345678
 
+// rigCtlBytes is the control block of the rig: room for 16 tracepoint
+// table entries, rounded to pages.
+const rigCtlBytes = (CtlTPs + 16*CtlTPSize + pageSize - 1) &^ (pageSize - 1)
+
 // padRig is an in-process stand-in for an inferior: an RWX code region
 // holding a site (add rcx, imm32; ret), a ret-only function, the tail
-// (the site instruction + jmp back to the ret) and the pad; and an RW
-// region with the control block, the TSVs, a data buffer, a PROT_NONE page
-// and the ring.
+// (the site instruction + jmp back to the site's ret), an rdtsc function
+// and the pad; and an RW region with the control block, the TSVs, a data
+// page, a PROT_NONE page and the lanes (nLanes owned ones and the shared
+// one, laneSize bytes each).
 type padRig struct {
-	code                  []byte
-	site, retOnly, tail   uintptr
-	padAddr               uintptr
-	pad                   *JumpPad
-	data                  []byte
-	ctlMem                []byte
-	ctl                   uintptr
-	tsvs                  []int64
-	dataAddr, guardAddr   uint64
-	ring                  []byte
-	ringAddr              uint64
-	siteBytes, patchBytes []byte
+	code                []byte
+	site, retOnly, tail uintptr
+	tscFn, tscTop       uintptr
+	padAddr             uintptr
+	pad                 *JumpPad
+	spec                PadSpec // the installed pad's
+	siteBytes           []byte
+	ctlMem              []byte
+	ctl                 uintptr
+	tsvs                []int64
+	data                []byte
+	dataAddr, guardAddr uint64
+	nLanes              int
+	laneSize            uint64
+	lanes               [][]byte
 }
 
 const (
@@ -52,23 +64,31 @@ const (
 	rigPadOff   = 4096
 )
 
-func newPadRig(t testing.TB, ringSize int) *padRig {
+// newPadRig maps a rig with nLanes owned lanes (a power of two) of
+// laneSize bytes each (a power of two), reset and active.
+func newPadRig(t testing.TB, nLanes int, laneSize uint64) *padRig {
 	t.Helper()
 	code, err := unix.Mmap(-1, 0, rigCodeSize, unix.PROT_READ|unix.PROT_WRITE|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANON)
 	if err != nil {
 		t.Fatalf("mmap rwx: %v", err)
 	}
 	t.Cleanup(func() { unix.Munmap(code) })
-	ringPages := (ringSize + pageSize - 1) / pageSize
-	rw, err := unix.Mmap(-1, 0, (4+ringPages)*pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	lanesBytes := (uint64(nLanes+1)*laneSize + pageSize - 1) &^ (pageSize - 1)
+	rw, err := unix.Mmap(-1, 0, rigCtlBytes+4*pageSize+int(lanesBytes), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
 	if err != nil {
 		t.Fatalf("mmap rw: %v", err)
 	}
 	t.Cleanup(func() { unix.Munmap(rw) })
-	if err := unix.Mprotect(rw[3*pageSize:4*pageSize], unix.PROT_NONE); err != nil {
+	guard := rw[rigCtlBytes+2*pageSize : rigCtlBytes+3*pageSize]
+	if err := unix.Mprotect(guard, unix.PROT_NONE); err != nil {
 		t.Fatalf("mprotect guard: %v", err)
 	}
-	r := &padRig{code: code, ctlMem: rw[:pageSize], data: rw[2*pageSize : 3*pageSize], ring: rw[4*pageSize : 4*pageSize+ringSize]}
+	r := &padRig{code: code, ctlMem: rw[:rigCtlBytes], data: rw[rigCtlBytes+pageSize : rigCtlBytes+2*pageSize],
+		nLanes: nLanes, laneSize: laneSize}
+	lanes := rw[rigCtlBytes+4*pageSize:]
+	for i := range nLanes + 1 {
+		r.lanes = append(r.lanes, lanes[uint64(i)*laneSize:uint64(i+1)*laneSize])
+	}
 	base := uintptr(unsafe.Pointer(&code[0]))
 	r.site = base
 	r.siteBytes = []byte{0x48, 0x81, 0xc1, 0x78, 0x56, 0x34, 0x12} // add rcx, 0x12345678
@@ -80,12 +100,20 @@ func newPadRig(t testing.TB, ringSize int) *padRig {
 	n := copy(code[64:], r.siteBytes)
 	code[64+n] = 0xe9
 	binary.LittleEndian.PutUint32(code[64+n+1:], uint32(int32(int64(r.site+uintptr(len(r.siteBytes)))-int64(r.tail+uintptr(n)+5))))
+	r.tscFn = base + 128
+	copy(code[128:], emit(func(a *asm) {
+		a.rdtsc()
+		a.shiftImm(shiftShl, rDX, 32)
+		a.aluRR(aluOr, rAX, rDX)
+		a.ret()
+	}))
+	// The rdtsc function's stack: the top of the page below the lanes.
+	r.tscTop = uintptr(unsafe.Pointer(&rw[rigCtlBytes+3*pageSize])) + pageSize
 	r.padAddr = base + rigPadOff
 	r.ctl = uintptr(unsafe.Pointer(&rw[0]))
-	r.tsvs = unsafe.Slice((*int64)(unsafe.Pointer(&rw[pageSize])), 64)
+	r.tsvs = unsafe.Slice((*int64)(unsafe.Pointer(&rw[rigCtlBytes])), 64)
 	r.dataAddr = uint64(uintptr(unsafe.Pointer(&r.data[0])))
-	r.guardAddr = uint64(uintptr(unsafe.Pointer(&rw[3*pageSize])))
-	r.ringAddr = uint64(uintptr(unsafe.Pointer(&r.ring[0])))
+	r.guardAddr = uint64(uintptr(unsafe.Pointer(&guard[0])))
 	for i := range r.data {
 		r.data[i] = byte(i*7 + 1)
 	}
@@ -96,28 +124,49 @@ func newPadRig(t testing.TB, ringSize int) *padRig {
 // field returns a pointer to the control block's 8-byte field at off.
 func (r *padRig) field(off int) *uint64 { return (*uint64)(unsafe.Pointer(&r.ctlMem[off])) }
 
+// load reads the control block's field at off atomically.
+func (r *padRig) load(off int) uint64 { return atomic.LoadUint64(r.field(off)) }
+
+// laneField returns a pointer to field off of lane i's header.
+func (r *padRig) laneField(i, off int) *uint64 { return r.field(CtlLanes + i*LaneHdrSize + off) }
+
 // tpField returns a pointer to field off of tracepoint table entry i.
 func (r *padRig) tpField(i, off int) *uint64 { return r.field(CtlTPs + i*CtlTPSize + off) }
 
-// reset zeroes the control block and the ring and sets it up.
+// owner returns owner table entry i.
+func (r *padRig) owner(i int) uint64 { return r.load(CtlOwners + 8*i) }
+
+// reset zeroes the control block, the lanes and the TSVs and sets them up:
+// a lease that never runs out, the lanes' bases and sizes.
 func (r *padRig) reset(active bool) {
 	clear(r.ctlMem)
-	clear(r.ring)
+	for _, l := range r.lanes {
+		clear(l)
+	}
+	clear(r.tsvs)
 	if active {
 		*r.field(CtlActive) = 1
 	}
-	*r.field(CtlRingBase) = r.ringAddr
-	*r.field(CtlRingSize) = uint64(len(r.ring))
+	*r.field(CtlDeadline) = math.MaxUint64
 	*r.field(CtlTSVs) = uint64(uintptr(unsafe.Pointer(&r.tsvs[0])))
 	*r.field(CtlNTSVs) = uint64(len(r.tsvs))
 	*r.field(CtlPid) = uint64(os.Getpid())
+	for i, l := range r.lanes {
+		*r.laneField(i, LaneBase) = uint64(uintptr(unsafe.Pointer(&l[0])))
+		*r.laneField(i, LaneSize) = r.laneSize
+	}
 }
 
-// install builds a pad for spec (Addr, TPAddr, Ctl, TailAddr filled in),
-// copies it in and patches the site.
+// install builds a pad for spec (Addr, TPAddr, Ctl, TailAddr and Lanes
+// filled in), copies it in and patches the site. A spec with FSBase is
+// skipped where rdfsbase is not allowed.
 func (r *padRig) install(t testing.TB, spec PadSpec) {
 	t.Helper()
+	if spec.FSBase && !padHaveFSBase() {
+		t.Skip("rdfsbase not allowed here (no HWCAP2_FSGSBASE)")
+	}
 	spec.Addr, spec.TPAddr, spec.Ctl, spec.TailAddr = uint64(r.padAddr), uint64(r.site), uint64(r.ctl), uint64(r.tail)
+	spec.Lanes = r.nLanes
 	p, err := BuildJumpPadAMD64(spec)
 	if err != nil {
 		t.Fatalf("BuildJumpPadAMD64: %v", err)
@@ -125,7 +174,8 @@ func (r *padRig) install(t testing.TB, spec PadSpec) {
 	if rigPadOff+len(p.Code) > len(r.code) {
 		t.Fatalf("pad too large: %d bytes", len(p.Code))
 	}
-	r.pad = p
+	r.pad, r.spec = p, spec
+	clear(r.code[rigPadOff:])
 	copy(r.code[rigPadOff:], p.Code)
 	r.code[0] = 0xe9
 	binary.LittleEndian.PutUint32(r.code[1:], uint32(int32(int64(r.padAddr)-int64(r.site+5))))
@@ -133,6 +183,247 @@ func (r *padRig) install(t testing.TB, spec PadSpec) {
 
 // unpatch restores the site's original bytes.
 func (r *padRig) unpatch() { copy(r.code, r.siteBytes) }
+
+// tsc reads the time-stamp counter as the pad does (the calling
+// goroutine must be the only one using it).
+func (r *padRig) tsc() uint64 { return callJIT(r.tscFn, 0, 0, r.tscTop) }
+
+// testStack is a machine stack for callSite.
+type testStack struct {
+	mem []byte
+	top uintptr
+}
+
+func newTestStack(t testing.TB) *testStack {
+	t.Helper()
+	s, err := unix.Mmap(-1, 0, 16*pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	if err != nil {
+		t.Fatalf("mmap stack: %v", err)
+	}
+	t.Cleanup(func() { unix.Munmap(s) })
+	return &testStack{mem: s, top: uintptr(unsafe.Pointer(&s[0])) + uintptr(len(s))}
+}
+
+// checkCanary verifies the red zone below the site's stack pointer sp.
+func checkCanary(t testing.TB, st *testStack, sp uint64) {
+	t.Helper()
+	base := uint64(uintptr(unsafe.Pointer(&st.mem[0])))
+	if sp < base+128 || sp > base+uint64(len(st.mem)) {
+		t.Fatalf("site rsp %#x outside the stack", sp)
+	}
+	for i := range 16 {
+		got := binary.LittleEndian.Uint64(st.mem[sp-128+uint64(8*i)-base:])
+		if got != padCanary(i) {
+			t.Errorf("red zone qword %d = %#x, want %#x", i, got, padCanary(i))
+		}
+	}
+}
+
+// hit runs the patched site with in and checks that the thread comes out
+// exactly as from the original instruction (every GPR, rsp, flags; the
+// tail is the original instruction followed by the site's ret) with its
+// red zone intact. It returns the registers after the hit.
+func (r *padRig) hit(t testing.TB, in *[18]uint64, st *testStack) [18]uint64 {
+	t.Helper()
+	var expect, out [18]uint64
+	callSite(r.tail, in, &expect, st.top)
+	if expect[2] != in[2]+siteImm {
+		t.Fatalf("original instruction: rcx %#x", expect[2])
+	}
+	callSite(r.site, in, &out, st.top)
+	if out != expect {
+		for i := range out {
+			if out[i] != expect[i] {
+				t.Errorf("slot %d after the hit: %#x, the original instruction gives %#x", i, out[i], expect[i])
+			}
+		}
+		t.FailNow()
+	}
+	checkCanary(t, st, out[17])
+	return out
+}
+
+// entryFlags returns rflags as the site sees them for in (callSite's
+// popfq may normalize bits).
+func (r *padRig) entryFlags(in *[18]uint64, st *testStack) uint64 {
+	var out [18]uint64
+	callSite(r.retOnly, in, &out, st.top)
+	return out[16]
+}
+
+// padHaveFSBase reports whether this process may execute rdfsbase.
+var padHaveFSBase = sync.OnceValue(func() bool {
+	auxv, err := os.ReadFile("/proc/self/auxv")
+	if err != nil {
+		return false
+	}
+	const atHWCap2, hwcap2FSGSBase = 26, 1 << 1
+	for i := 0; i+16 <= len(auxv); i += 16 {
+		if binary.LittleEndian.Uint64(auxv[i:]) == atHWCap2 {
+			return binary.LittleEndian.Uint64(auxv[i+8:])&hwcap2FSGSBase != 0
+		}
+	}
+	return false
+})
+
+// threadFSBase returns the calling thread's fs base (arch_prctl
+// ARCH_GET_FS); the goroutine should be locked to its thread.
+func threadFSBase() uint64 {
+	var v uint64
+	if _, _, e := unix.RawSyscall(unix.SYS_ARCH_PRCTL, 0x1003, uintptr(unsafe.Pointer(&v)), 0); e != 0 || v == 0 {
+		panic(fmt.Sprintf("arch_prctl(ARCH_GET_FS): %v, %#x", e, v))
+	}
+	return v
+}
+
+// laneOf returns the lane a thread with fs base fs writes to: the one
+// whose owner entry holds fs, else the shared lane.
+func (r *padRig) laneOf(fs uint64) int {
+	for i := range r.nLanes {
+		if fs != 0 && r.owner(i) == fs {
+			return i
+		}
+	}
+	return r.nLanes
+}
+
+// testRecord is one lane record as the tests see it.
+type testRecord struct {
+	lane                  int
+	cursor, off           uint64
+	size, tp, used, flags uint32
+	time, thread          uint64
+	regs                  [PadRegs]uint64 // RecRegs only
+	blocks                []byte
+}
+
+// parseLane reads the committed records (fillers included) of lane data
+// from cursor tail up to head, stopping at the first uncommitted one, and
+// returns them with the cursor after the last. Anything malformed is an
+// error. The size word is loaded atomically: a pad may be writing.
+func parseLane(data []byte, tail, head uint64) ([]testRecord, uint64, error) {
+	size := uint64(len(data))
+	var recs []testRecord
+	if head < tail || head-tail > size {
+		return nil, tail, fmt.Errorf("head %d tail %d in a %d-byte lane", head, tail, size)
+	}
+	for tail < head {
+		off := tail & (size - 1)
+		if off%RecAlign != 0 || head-tail < RecAlign {
+			return recs, tail, fmt.Errorf("cursor %d: misaligned or %d bytes to head", tail, head-tail)
+		}
+		n := uint64(atomic.LoadUint32((*uint32)(unsafe.Pointer(&data[off]))))
+		if n == 0 {
+			break
+		}
+		h := data[off:]
+		rec := testRecord{cursor: tail, off: off, size: uint32(n), tp: binary.LittleEndian.Uint32(h[RecTPIndex:]),
+			used: binary.LittleEndian.Uint32(h[RecUsed:]), flags: binary.LittleEndian.Uint32(h[RecFlags:])}
+		if n%RecAlign != 0 || n > size-off || n > head-tail {
+			return recs, tail, fmt.Errorf("cursor %d: size %d (lane %d, head %d)", tail, n, size, head)
+		}
+		switch rec.flags {
+		case RecSkip:
+			if n != size-off || rec.used != 0 {
+				return recs, tail, fmt.Errorf("cursor %d: filler %+v does not reach the lane end", tail, rec)
+			}
+		case RecError, 0, RecRegs:
+			if n < RecHeaderSize {
+				return recs, tail, fmt.Errorf("cursor %d: size %d", tail, n)
+			}
+			rec.time = binary.LittleEndian.Uint64(h[RecTime:])
+			rec.thread = binary.LittleEndian.Uint64(h[RecThread:])
+			if rec.flags == RecError {
+				if rec.used < ErrMemory || rec.used > ErrSteps {
+					return recs, tail, fmt.Errorf("cursor %d: error code %d", tail, rec.used)
+				}
+				break
+			}
+			body := h[RecHeaderSize:n]
+			if rec.flags == RecRegs {
+				if len(body) < padBlockBytes {
+					return recs, tail, fmt.Errorf("cursor %d: size %d cannot hold the registers", tail, n)
+				}
+				for i := range rec.regs {
+					rec.regs[i] = binary.LittleEndian.Uint64(body[8*i:])
+				}
+				body = body[padBlockBytes:]
+			}
+			if int(rec.used) > len(body) {
+				return recs, tail, fmt.Errorf("cursor %d: %d bytes of blocks in %d", tail, rec.used, len(body))
+			}
+			rec.blocks = append([]byte(nil), body[:rec.used]...)
+		default:
+			return recs, tail, fmt.Errorf("cursor %d: flags %#x", tail, rec.flags)
+		}
+		recs = append(recs, rec)
+		tail += n
+	}
+	return recs, tail, nil
+}
+
+// laneRecords returns every record (fillers included) between lane i's
+// tail and head, failing on an uncommitted or malformed one.
+func (r *padRig) laneRecords(t testing.TB, i int) []testRecord {
+	t.Helper()
+	head, tail := r.load(CtlLanes+i*LaneHdrSize+LaneHead), r.load(CtlLanes+i*LaneHdrSize+LaneTail)
+	recs, end, err := parseLane(r.lanes[i], tail, head)
+	if err != nil || end != head {
+		t.Fatalf("lane %d [%d, %d): %v (parsed to %d)", i, tail, head, err, end)
+	}
+	for k := range recs {
+		recs[k].lane = i
+	}
+	return recs
+}
+
+// records returns the records of every lane, lane by lane, fillers left
+// out.
+func (r *padRig) records(t testing.TB) []testRecord {
+	t.Helper()
+	var all []testRecord
+	for i := range r.lanes {
+		for _, rec := range r.laneRecords(t, i) {
+			if rec.flags != RecSkip {
+				all = append(all, rec)
+			}
+		}
+	}
+	return all
+}
+
+// consume zeroes lane i's bytes from its tail to cursor to and then
+// publishes to as the tail, as the stub does.
+func (r *padRig) consume(i int, to uint64) {
+	tailP := r.laneField(i, LaneTail)
+	from := atomic.LoadUint64(tailP)
+	data, size := r.lanes[i], r.laneSize
+	for from < to {
+		off := from & (size - 1)
+		n := min(size-off, to-from)
+		clear(data[off : off+n])
+		from += n
+	}
+	atomic.StoreUint64(tailP, to)
+}
+
+// consumeAll consumes everything committed in every lane.
+func (r *padRig) consumeAll(t testing.TB) {
+	t.Helper()
+	for i := range r.lanes {
+		r.laneRecords(t, i)
+		r.consume(i, r.load(CtlLanes+i*LaneHdrSize+LaneHead))
+	}
+}
+
+// dropped sums LaneDropped over every lane.
+func (r *padRig) dropped() uint64 {
+	var n uint64
+	for i := range r.lanes {
+		n += r.load(CtlLanes + i*LaneHdrSize + LaneDropped)
+	}
+	return n
+}
 
 // compileAX assembles and compiles an agent expression for amd64.
 func compileAX(t testing.TB, src string) *Code {
@@ -152,68 +443,29 @@ func compileAX(t testing.TB, src string) *Code {
 	return c
 }
 
-// padStack is a machine stack for callSite: its memory and its top.
-func padStack(t testing.TB) ([]byte, uintptr) {
-	t.Helper()
-	s, err := unix.Mmap(-1, 0, 16*pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
-	if err != nil {
-		t.Fatalf("mmap stack: %v", err)
+// padInput returns distinct register values for hit h (rflags 0x2).
+func padInput(h int) [18]uint64 {
+	var in [18]uint64
+	for i := range 16 {
+		in[i] = 0x1111_0000_0000_0000*uint64(i+1) + uint64(h)<<8 + uint64(i)
 	}
-	t.Cleanup(func() { unix.Munmap(s) })
-	return s, uintptr(unsafe.Pointer(&s[0])) + uintptr(len(s))
+	in[16] = 0x2
+	return in
 }
 
-// checkCanary verifies the red zone below the site's stack pointer sp in
-// the stack memory stackMem.
-func checkCanary(t testing.TB, stackMem []byte, sp uint64) {
-	t.Helper()
-	base := uint64(uintptr(unsafe.Pointer(&stackMem[0])))
-	if sp < base+128 || sp > base+uint64(len(stackMem)) {
-		t.Fatalf("site rsp %#x outside the stack", sp)
-	}
-	for i := 0; i < 16; i++ {
-		got := binary.LittleEndian.Uint64(stackMem[sp-128+uint64(8*i)-base:])
-		if got != padCanary(i) {
-			t.Errorf("red zone qword %d = %#x, want %#x", i, got, padCanary(i))
-		}
-	}
+// mBlock is the 'M' block of n bytes at addr with contents b.
+func mBlock(addr uint64, b []byte) []byte {
+	out := []byte{BlockMemory}
+	out = binary.LittleEndian.AppendUint64(out, addr)
+	out = binary.LittleEndian.AppendUint16(out, uint16(len(b)))
+	return append(out, b...)
 }
 
-// testRecord is one ring record as the tests see it.
-type testRecord struct {
-	off                   uint64
-	size, tp, used, flags uint32
-	regs                  [PadRegs]uint64
-	blocks                []byte
-}
-
-// readRing returns the committed records between tail and head, failing
-// the test on anything malformed.
-func readRing(t testing.TB, ring []byte, tail, head uint64) []testRecord {
-	t.Helper()
-	var recs []testRecord
-	size := uint64(len(ring))
-	for c := tail; c < head; {
-		off := c % size
-		h := ring[off:]
-		rec := testRecord{off: off, size: binary.LittleEndian.Uint32(h), tp: binary.LittleEndian.Uint32(h[4:]),
-			used: binary.LittleEndian.Uint32(h[8:]), flags: binary.LittleEndian.Uint32(h[12:])}
-		if rec.size == 0 {
-			t.Fatalf("record at cursor %d (offset %d) not committed, head %d", c, off, head)
-		}
-		if rec.size%16 != 0 || off+uint64(rec.size) > size {
-			t.Fatalf("record at offset %d: bad size %d", off, rec.size)
-		}
-		if rec.flags == 0 {
-			for i := range rec.regs {
-				rec.regs[i] = binary.LittleEndian.Uint64(h[RecHeaderSize+8*i:])
-			}
-			rec.blocks = h[RecHeaderSize+padBlockBytes : RecHeaderSize+padBlockBytes+int(rec.used)]
-		}
-		recs = append(recs, rec)
-		c += uint64(rec.size)
-	}
-	return recs
+// vBlock is the 'V' block of variable num holding v.
+func vBlock(num uint32, v int64) []byte {
+	out := []byte{BlockTSV}
+	out = binary.LittleEndian.AppendUint32(out, num)
+	return binary.LittleEndian.AppendUint64(out, uint64(v))
 }
 
 func TestPadEncodings(t *testing.T) {
@@ -222,17 +474,34 @@ func TestPadEncodings(t *testing.T) {
 	checkInsn(t, "popfq", emit(func(a *asm) { a.popfq() }), x86asm.POPFQ)
 	checkInsn(t, "cld", emit(func(a *asm) { a.cld() }), x86asm.CLD)
 	checkInsn(t, "int3", emit(func(a *asm) { a.int3() }), x86asm.INT, x86asm.Imm(3))
+	checkInsn(t, "rdtsc", emit(func(a *asm) { a.rdtsc() }), x86asm.RDTSC)
+	if b := emit(func(a *asm) { a.rdtsc() }); string(b) != "\x0f\x31" {
+		t.Errorf("rdtsc: % x", b)
+	}
+	for _, r := range allGPRs {
+		code := emit(func(a *asm) { a.rdfsbase(r) })
+		want := []byte{0xf3, 0x48 | byte(r>>3), 0x0f, 0xae, 0xc0 | byte(r&7)}
+		if string(code) != string(want) {
+			t.Errorf("rdfsbase %v: % x, want % x", reg64(r), code, want)
+		}
+		checkInsn(t, "rdfsbase", code, x86asm.RDFSBASE, reg64(r))
+	}
 	if inst, err := x86asm.Decode(emit(func(a *asm) { a.repMovsq() }), 64); err != nil || inst.Op != x86asm.MOVSQ || inst.Len != 3 ||
 		inst.Prefix[0]&0xff != x86asm.PrefixREP {
 		t.Errorf("rep movsq: %v %v", inst, err)
 	}
+	// The pad's operands: lane header fields, owner entries indexed by
+	// rdx, tracepoint entries.
+	padMems := []mem{m, at(rSP, 8), at(r13, 0), at(r14, LaneHead), at(r14, LaneTail), at(rBX, CtlLeaseSkips),
+		{base: rBX, index: int(rDX), scale: 8, disp: CtlOwners}, {base: rBX, index: int(rDX), scale: 1, disp: CtlLanes}}
 	for _, r := range allGPRs {
-		for _, mm := range []mem{m, at(rSP, 8), at(r13, 0), at(rBX, CtlHead)} {
+		for _, mm := range padMems {
 			checkInsn(t, "xadd", emit(func(a *asm) { a.lockXadd(mm, r) }), x86asm.XADD, memArg(mm), reg64(r))
 			checkInsn(t, "cmpxchg", emit(func(a *asm) { a.lockCmpxchg(mm, r) }), x86asm.CMPXCHG, memArg(mm), reg64(r))
+			checkInsn(t, "lea", emit(func(a *asm) { a.lea(r, mm) }), x86asm.LEA, reg64(r), memArg(mm))
 		}
 	}
-	for _, mm := range testMems() {
+	for _, mm := range append(testMems(), padMems...) {
 		checkInsn(t, "lock add", emit(func(a *asm) { a.lockAluMI(aluAdd, mm, 1) }), x86asm.ADD, memArg(mm), x86asm.Imm(1))
 		checkInsn(t, "store32Imm", emit(func(a *asm) { a.store32Imm(mm, 0x1234abcd) }), x86asm.MOV, memArg(mm), x86asm.Imm(0x1234abcd))
 		checkInsn(t, "div mem", emit(func(a *asm) { a.divMem(mm) }), x86asm.DIV, memArg(mm))
@@ -243,440 +512,1093 @@ func TestPadEncodings(t *testing.T) {
 		}
 	}
 	// The lock prefix is really there.
-	if b := emit(func(a *asm) { a.lockXadd(m, rAX) }); b[0] != 0xf0 {
-		t.Errorf("lock xadd: % x", b)
-	}
-	if b := emit(func(a *asm) { a.lockCmpxchg(m, rAX) }); b[0] != 0xf0 {
-		t.Errorf("lock cmpxchg: % x", b)
+	for name, b := range map[string][]byte{
+		"xadd":    emit(func(a *asm) { a.lockXadd(m, rAX) }),
+		"cmpxchg": emit(func(a *asm) { a.lockCmpxchg(m, rAX) }),
+		"add":     emit(func(a *asm) { a.lockAluMI(aluAdd, m, 1) }),
+	} {
+		if inst, err := x86asm.Decode(b, 64); b[0] != 0xf0 || err != nil || !hasLock(inst) {
+			t.Errorf("lock %s: % x", name, b)
+		}
 	}
 }
 
-// TestPadShape decodes a whole pad: its first instruction moves rsp below
-// the red zone, nothing touches an x87/MMX/SSE register, the trap
-// addresses hold int3, PassTrap+1 is Skip, and the last jump of the body
-// goes to TailAddr.
-func TestPadShape(t *testing.T) {
-	cond := compileAX(t, "const8 1; reg 1; div_unsigned; end")
-	coll := compileAX(t, "reg 4; const8 16; trace; end")
-	spec := PadSpec{Addr: 0x7000_0000_1000, TPAddr: 0x40_1000, Ctl: 0x7100_0000_0000, TPIndex: 3,
-		Cond: cond, Collect: []*Code{coll}, CollectCap: 100, TailAddr: 0x7000_0000_0800}
-	p, err := BuildJumpPadAMD64(spec)
-	if err != nil {
-		t.Fatal(err)
+// hasLock reports whether inst has a LOCK prefix.
+func hasLock(inst x86asm.Inst) bool {
+	for _, p := range inst.Prefix {
+		if p == 0 {
+			break
+		}
+		if p&0xff == x86asm.PrefixLOCK {
+			return true
+		}
 	}
-	sawTail := false
-	for off := 0; off < len(p.Code); {
-		inst, err := x86asm.Decode(p.Code[off:], 64)
+	return false
+}
+
+// padInsn is one decoded instruction of a pad body.
+type padInsn struct {
+	off  int
+	inst x86asm.Inst
+}
+
+// decodePadBody decodes the pad's body: the instructions before the first
+// expression code. It fails on anything undecodable or on an int3 that is
+// not alignment padding (after an unconditional jmp, up to the next 16-byte
+// boundary, where expression code starts).
+func decodePadBody(t *testing.T, code []byte, codeStarts map[int]bool) []padInsn {
+	t.Helper()
+	var body []padInsn
+	for off := 0; off < len(code); {
+		if codeStarts[off] {
+			return body
+		}
+		if code[off] == 0xcc {
+			end := (off + 15) &^ 15
+			last := body[len(body)-1].inst
+			if len(codeStarts) == 0 || !codeStarts[end] || last.Op != x86asm.JMP {
+				t.Fatalf("int3 at pad offset %d in the body", off)
+			}
+			for i := off; i < end; i++ {
+				if code[i] != 0xcc {
+					t.Fatalf("padding at %d: % x", i, code[off:end])
+				}
+			}
+			return body
+		}
+		inst, err := x86asm.Decode(code[off:], 64)
 		if err != nil {
-			t.Fatalf("offset %d: % x: %v", off, p.Code[off:min(off+8, len(p.Code))], err)
+			t.Fatalf("offset %d: % x: %v", off, code[off:min(off+8, len(code))], err)
 		}
-		if off == 0 && x86asm.IntelSyntax(inst, 0, nil) != "lea rsp, ptr [rsp-0x80]" {
-			t.Errorf("first instruction %q", x86asm.IntelSyntax(inst, 0, nil))
-		}
-		for _, a := range inst.Args {
-			if r, ok := a.(x86asm.Reg); ok && (r >= x86asm.F0 && r <= x86asm.X15 || r >= x86asm.Y0 && r <= x86asm.Y15) {
-				t.Errorf("offset %d: %s touches %v", off, x86asm.IntelSyntax(inst, 0, nil), r)
-			}
-		}
-		if rel, ok := inst.Args[0].(x86asm.Rel); ok && inst.Op == x86asm.JMP && inst.Len == 5 {
-			if spec.Addr+uint64(off+inst.Len)+uint64(int64(rel)) == spec.TailAddr {
-				sawTail = true
-			}
-		}
+		body = append(body, padInsn{off, inst})
 		off += inst.Len
 	}
-	if !sawTail {
-		t.Errorf("no jmp to TailAddr")
+	if len(codeStarts) != 0 {
+		t.Fatalf("no expression code after the body")
 	}
-	for name, addr := range map[string]uint64{"FullTrap": p.FullTrap, "PassTrap": p.PassTrap} {
-		if addr < spec.Addr || addr >= spec.Addr+uint64(len(p.Code)) || p.Code[addr-spec.Addr] != 0xcc {
-			t.Errorf("%s %#x is not an int3 in the pad", name, addr)
-		}
+	return body
+}
+
+// TestPadShape decodes whole pads. The body (everything before the
+// expression code) holds no int3 and nothing that touches x87/SSE state
+// or makes a system call; it starts by stepping below the red zone; its
+// branches land on its own instruction boundaries, the tail, or (calls)
+// the expression code placed after it; Skip restores every register in
+// the reverse order of the saves and jumps to the tail; rdtsc is read
+// once, rdfsbase only with FSBase; the control block is written only at
+// CtlActive and the stop words with plain stores and through locked
+// instructions elsewhere.
+func TestPadShape(t *testing.T) {
+	cond := compileAX(t, "const8 1; reg 1; div_unsigned; end")
+	coll1 := compileAX(t, "reg 4; const8 16; trace; end")
+	coll2 := compileAX(t, "tracev 3; end")
+	base := PadSpec{Addr: 0x7000_0000_1000, TPAddr: 0x40_1000, Ctl: 0x7100_0000_0000, TailAddr: 0x7000_0000_0800, Lanes: 1}
+	specs := []struct {
+		name string
+		edit func(*PadSpec)
+	}{
+		{"bare", func(s *PadSpec) {}},
+		{"bare regs fsbase", func(s *PadSpec) { s.CollectRegs, s.FSBase, s.Lanes = true, true, MaxLanes }},
+		{"condition", func(s *PadSpec) { s.Cond, s.FSBase, s.Lanes, s.TPIndex = cond, true, 8, 3 }},
+		{"collect", func(s *PadSpec) { s.Collect, s.CollectCap, s.TPIndex = []*Code{coll1, coll2}, 100, 7 }},
+		{"everything", func(s *PadSpec) {
+			s.Cond, s.Collect, s.CollectCap, s.CollectRegs, s.FSBase, s.Lanes, s.TPIndex = cond, []*Code{coll1, coll2}, 100, true, true, 16, 2
+		}},
 	}
-	if p.PassTrap+1 != p.Skip {
-		t.Errorf("PassTrap+1 = %#x, Skip = %#x", p.PassTrap+1, p.Skip)
-	}
-	if p.Retry <= spec.Addr || p.Retry >= p.FullTrap {
-		t.Errorf("Retry %#x not before FullTrap %#x", p.Retry, p.FullTrap)
+	for _, sc := range specs {
+		t.Run(sc.name, func(t *testing.T) {
+			spec := base
+			sc.edit(&spec)
+			p, err := BuildJumpPadAMD64(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Where the expression code is: the call targets, in order.
+			var exprs []*Code
+			if spec.Cond != nil {
+				exprs = append(exprs, spec.Cond)
+			}
+			exprs = append(exprs, spec.Collect...)
+			codeStarts := map[int]bool{}
+			off := -1
+			for _, c := range exprs {
+				off++
+				for off%16 != 0 {
+					off++
+				}
+				// Search from the previous start: each is placed after the last.
+				for off+len(c.Text) <= len(p.Code) && string(p.Code[off:off+len(c.Text)]) != string(c.Text) {
+					off += 16
+				}
+				if off+len(c.Text) > len(p.Code) {
+					t.Fatalf("expression code not found in the pad")
+				}
+				codeStarts[off] = true
+				off += len(c.Text) - 1
+			}
+			body := decodePadBody(t, p.Code, codeStarts)
+			bodyEnd := body[len(body)-1].off + body[len(body)-1].inst.Len
+			boundary := map[int]bool{bodyEnd: false}
+			for _, in := range body {
+				boundary[in.off] = true
+			}
+			syntax := func(in padInsn) string {
+				return x86asm.IntelSyntax(in.inst, spec.Addr+uint64(in.off), nil)
+			}
+			if s := syntax(body[0]); s != "lea rsp, ptr [rsp-0x80]" {
+				t.Errorf("first instruction %q", s)
+			}
+			if body[1].inst.Op != x86asm.PUSHFQ {
+				t.Errorf("second instruction %q", syntax(body[1]))
+			}
+			if last := body[len(body)-1].inst; last.Op != x86asm.JMP {
+				t.Errorf("the body ends with %v, not a jmp", last)
+			}
+			calls, rdtscs, rdfsbases, tails := 0, 0, 0, 0
+			for _, in := range body {
+				inst := in.inst
+				switch inst.Op {
+				case x86asm.INT, x86asm.SYSCALL, x86asm.UD2, x86asm.HLT:
+					t.Errorf("offset %d: %s", in.off, syntax(in))
+				case x86asm.RDTSC:
+					rdtscs++
+				case x86asm.RDFSBASE:
+					rdfsbases++
+				}
+				for _, a := range inst.Args {
+					if r, ok := a.(x86asm.Reg); ok && (r >= x86asm.F0 && r <= x86asm.X15 || r >= x86asm.Y0 && r <= x86asm.Y15) {
+						t.Errorf("offset %d: %s touches %v", in.off, syntax(in), r)
+					}
+				}
+				if rel, ok := inst.Args[0].(x86asm.Rel); ok {
+					target := int64(in.off+inst.Len) + int64(rel)
+					switch {
+					case inst.Op == x86asm.CALL:
+						if !codeStarts[int(target)] {
+							t.Errorf("offset %d: call to pad offset %d, not expression code", in.off, target)
+						}
+						calls++
+					case inst.Op == x86asm.JMP && spec.Addr+uint64(target) == spec.TailAddr:
+						tails++
+					case !boundary[int(target)]:
+						t.Errorf("offset %d: %s lands at %d, not an instruction of the body", in.off, syntax(in), target)
+					}
+				}
+				// Writes to the control block (rbx), the lane header (r14)
+				// and the tracepoint entry (r15).
+				if mm, ok := inst.Args[0].(x86asm.Mem); ok && (mm.Base == x86asm.RBX || mm.Base == x86asm.R14 || mm.Base == x86asm.R15) {
+					switch inst.Op {
+					case x86asm.MOV:
+						if mm.Base != x86asm.RBX || mm.Index != 0 || (mm.Disp != CtlActive && mm.Disp != CtlStopWhy && mm.Disp != CtlStopTP) {
+							t.Errorf("offset %d: plain store %s to shared memory", in.off, syntax(in))
+						}
+					case x86asm.ADD, x86asm.SUB, x86asm.OR, x86asm.AND, x86asm.XOR, x86asm.INC, x86asm.DEC, x86asm.XADD, x86asm.CMPXCHG:
+						if !hasLock(inst) {
+							t.Errorf("offset %d: %s without lock", in.off, syntax(in))
+						}
+					case x86asm.CMP:
+					default:
+						t.Errorf("offset %d: unexpected %s", in.off, syntax(in))
+					}
+				}
+			}
+			if calls != len(exprs) {
+				t.Errorf("%d calls for %d expressions", calls, len(exprs))
+			}
+			if tails != 1 {
+				t.Errorf("%d jumps to TailAddr", tails)
+			}
+			if rdtscs != 1 {
+				t.Errorf("%d rdtsc", rdtscs)
+			}
+			if wantFS := map[bool]int{false: 0, true: 1}[spec.FSBase]; spec.FSBase && spec.Cond != nil {
+				// The condition-error path finds the lane too.
+				if rdfsbases != 2 {
+					t.Errorf("%d rdfsbase, want 2", rdfsbases)
+				}
+			} else if rdfsbases != wantFS {
+				t.Errorf("%d rdfsbase, want %d", rdfsbases, wantFS)
+			}
+			// Skip: lea rsp, [rbp+block]; pop the GPRs; popfq; lea rsp,
+			// [rsp+128]; jmp TailAddr.
+			skip := int(p.Skip - spec.Addr)
+			k := 0
+			for k < len(body) && body[k].off != skip {
+				k++
+			}
+			if k == len(body) {
+				t.Fatalf("Skip %#x is not an instruction of the body", p.Skip)
+			}
+			want := []string{fmt.Sprintf("lea rsp, ptr [rbp+%#x]", padBlockBytes)}
+			for i := len(padPushOrder) - 1; i >= 0; i-- {
+				want = append(want, "pop "+strings.ToLower(reg64(padPushOrder[i]).String()))
+			}
+			want = append(want, "popfq", "lea rsp, ptr [rsp+0x80]", fmt.Sprintf("jmp %#x", spec.TailAddr))
+			for i, w := range want {
+				if k+i >= len(body) {
+					t.Fatalf("Skip sequence cut short")
+				}
+				if got := syntax(body[k+i]); got != w {
+					t.Errorf("Skip+%d: %q, want %q", i, got, w)
+				}
+			}
+			// The saves are the mirror image.
+			for i, r := range padPushOrder {
+				if got := syntax(body[2+i]); got != "push "+strings.ToLower(reg64(r).String()) {
+					t.Errorf("save %d: %q", i, got)
+				}
+			}
+		})
 	}
 
 	bad := []PadSpec{
-		{Cond: &Code{Arch: "amd64", Fallback: "printf needs the interpreter"}},
-		{Collect: []*Code{nil}},
-		{Collect: []*Code{{Arch: "arm64", Text: []byte{0}}}},
-		{TPIndex: 1 << 30},
-		{Addr: 0x7000_0000_0000, TailAddr: 0x1000},
+		{Lanes: 1, Cond: &Code{Arch: "amd64", Fallback: "printf needs the interpreter"}},
+		{Lanes: 1, Collect: []*Code{nil}},
+		{Lanes: 1, Collect: []*Code{{Arch: "arm64", Text: []byte{0}}}},
+		{Lanes: 1, Collect: []*Code{{Arch: "amd64"}}},
+		{Lanes: 1, Cond: &Code{Arch: "amd64", Text: []byte{0xc3}, Relocs: make([]Reloc, 1)}},
+		{Lanes: 1, TPIndex: 1 << 30},
+		{Lanes: 1, CollectCap: math.MaxUint32},
+		{Lanes: 1, Addr: 0x7000_0000_0000, TailAddr: 0x1000},
+		{Lanes: 0},
+		{Lanes: -1},
+		{Lanes: 3},
+		{Lanes: 2 * MaxLanes},
 	}
 	for i, s := range bad {
 		if _, err := BuildJumpPadAMD64(s); err == nil {
 			t.Errorf("bad spec %d: no error", i)
 		}
 	}
+	for _, lanes := range []int{1, 2, 4, MaxLanes} {
+		if _, err := BuildJumpPadAMD64(PadSpec{Lanes: lanes}); err != nil {
+			t.Errorf("%d lanes: %v", lanes, err)
+		}
+	}
 }
 
-// padCase is one run of the patched site.
-type padCase struct {
-	name   string
-	active bool
-	rbx    uint64 // the condition is 1 / rbx: true for 1, false for 2, error for 0
-	rsi    string // "data" or "guard": what the collection traces
-	flags  uint64
-	want   string // "none", "ok", "condErr", "collErr"
+func TestPadRecordSize(t *testing.T) {
+	for _, tc := range []struct {
+		regs bool
+		cap  uint32
+		want uint64
+	}{
+		{false, 0, 32}, {false, 1, 48}, {false, 16, 48}, {false, 17, 64}, {false, 224, 256},
+		{true, 0, 32 + 192}, {true, 1, 32 + 192 + 16}, {true, 64, 288}, {true, 100, 336},
+	} {
+		if got := PadRecordSize(tc.regs, tc.cap); got != tc.want {
+			t.Errorf("PadRecordSize(%v, %d) = %d, want %d", tc.regs, tc.cap, got, tc.want)
+		}
+	}
 }
 
+// TestPadHit runs single hits of the patched site: with and without a
+// condition, collection, the register block and rdfsbase. The thread
+// continues exactly as from the original instruction; a record holds the
+// tracepoint index, its size, RecRegs and the registers when asked,
+// increasing time stamps and the thread's fs base.
 func TestPadHit(t *testing.T) {
-	rig := newPadRig(t, 1<<16)
-	stackMem, stack := padStack(t)
+	const tpIndex, collectCap, hits = 2, 64, 3
 	cond := compileAX(t, "const8 1; reg 1; div_unsigned; end")
 	collect := []*Code{compileAX(t, "reg 4; const8 16; trace; end"), compileAX(t, "tracev 3; end")}
-	const tpIndex = 2
-	const collectCap = 64
-	rig.install(t, PadSpec{TPIndex: tpIndex, Cond: cond, Collect: collect, CollectCap: collectCap})
-	cases := []padCase{
-		{"true", true, 1, "data", 0x2, "ok"},
-		{"true CF ZF PF SF OF", true, 1, "data", 0x2 | flagCF | flagZF | flagPF | flagSF | flagOF, "ok"},
-		{"true DF", true, 1, "data", 0x2 | flagDF | flagCF, "ok"},
-		{"false", true, 2, "data", 0x2 | flagZF, "none"},
-		{"condition error", true, 0, "data", 0x2 | flagSF, "condErr"},
-		{"collection error", true, 1, "guard", 0x2 | flagOF, "collErr"},
-		{"inactive", false, 1, "data", 0x2 | flagCF, "none"},
+	cases := []struct {
+		name                      string
+		cond, collect, regs, fsOn bool
+		rbx, flags                uint64
+		record                    bool
+	}{
+		{"bare", false, false, false, false, 0, 0x2, true},
+		{"bare regs", false, false, true, false, 0, 0x2 | flagCF | flagZF, true},
+		{"bare fsbase", false, false, false, true, 0, 0x2 | flagPF, true},
+		{"collect", false, true, false, false, 0, 0x2 | flagSF | flagOF, true},
+		{"collect regs fsbase", false, true, true, true, 0, 0x2 | flagDF | flagCF, true},
+		{"cond true", true, true, false, false, 1, 0x2 | flagPF, true},
+		{"cond true regs fsbase", true, true, true, true, 1, 0x2 | flagCF | flagZF | flagPF | flagSF | flagOF, true},
+		{"cond true no collect", true, false, true, false, 1, 0x2 | flagDF, true},
+		{"cond false", true, true, true, true, 2, 0x2 | flagZF, false},
+		{"cond false DF", true, false, false, false, 2, 0x2 | flagDF | flagCF, false},
 	}
+	rig := newPadRig(t, 4, 1<<14)
+	st := newTestStack(t)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rig.reset(tc.active)
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			spec := PadSpec{TPIndex: tpIndex, CollectRegs: tc.regs, FSBase: tc.fsOn}
+			if tc.cond {
+				spec.Cond = cond
+			}
+			var wantUsed, capacity uint32
+			if tc.collect {
+				spec.Collect, spec.CollectCap, capacity, wantUsed = collect, collectCap, collectCap, 11+16+13
+			}
+			rig.reset(true)
+			rig.install(t, spec)
 			rig.tsvs[3] = -12345
-			var in, expect, entry, out [18]uint64
-			for i := range 16 {
-				in[i] = 0x1111_0000_0000_0000*uint64(i+1) + uint64(i)
+			fs := threadFSBase()
+			var ins, outs [hits][18]uint64
+			t0 := rig.tsc()
+			for h := range hits {
+				ins[h] = padInput(h)
+				ins[h][1], ins[h][4], ins[h][16] = tc.rbx, rig.dataAddr+40+uint64(h), tc.flags
+				outs[h] = rig.hit(t, &ins[h], st)
 			}
-			in[1] = tc.rbx
-			in[4] = rig.dataAddr + 40
-			if tc.rsi == "guard" {
-				in[4] = rig.guardAddr + 8
+			t1 := rig.tsc()
+			recs := rig.records(t)
+			if *rig.field(CtlActive) != 1 || *rig.field(CtlStopWhy) != 0 || *rig.tpField(tpIndex, TPHits) != 0 ||
+				*rig.tpField(tpIndex, TPErrors) != 0 || *rig.field(CtlLeaseSkips) != 0 || rig.dropped() != 0 {
+				t.Errorf("control block: active %d stop %d hits %d errors %d lease skips %d dropped %d", *rig.field(CtlActive),
+					*rig.field(CtlStopWhy), *rig.tpField(tpIndex, TPHits), *rig.tpField(tpIndex, TPErrors),
+					*rig.field(CtlLeaseSkips), rig.dropped())
 			}
-			in[16] = tc.flags
-			rig.unpatch()
-			callSite(rig.retOnly, &in, &entry, stack)
-			callSite(rig.site, &in, &expect, stack)
-			if expect[2] != in[2]+siteImm {
-				t.Fatalf("unpatched site: rcx %#x", expect[2])
+			if !tc.record {
+				if len(recs) != 0 {
+					t.Errorf("%d records, want none", len(recs))
+				}
+				return
 			}
-			rig.install(t, PadSpec{TPIndex: tpIndex, Cond: cond, Collect: collect, CollectCap: collectCap})
-			callSite(rig.site, &in, &out, stack)
-			if out != expect {
-				for i := range out {
-					if out[i] != expect[i] {
-						t.Errorf("slot %d after the patched site: %#x, unpatched gives %#x", i, out[i], expect[i])
+			if len(recs) != hits {
+				t.Fatalf("%d records, want %d", len(recs), hits)
+			}
+			wantLane, wantThread := rig.nLanes, uint64(0)
+			if tc.fsOn {
+				wantLane, wantThread = rig.laneOf(fs), fs
+				owners := 0
+				for i := range MaxLanes {
+					if rig.owner(i) != 0 {
+						owners++
+					}
+				}
+				if wantLane >= rig.nLanes || owners != 1 {
+					t.Errorf("the thread owns lane %d; %d owner entries", wantLane, owners)
+				}
+			} else {
+				for i := range MaxLanes {
+					if rig.owner(i) != 0 {
+						t.Errorf("owner %d = %#x without FSBase", i, rig.owner(i))
 					}
 				}
 			}
-			checkCanary(t, stackMem, out[17])
-			head, tail := *rig.field(CtlHead), *rig.field(CtlTail)
-			recs := readRing(t, rig.ring, tail, head)
-			hits, errs := *rig.tpField(tpIndex, TPHits), *rig.tpField(tpIndex, TPErrors)
-			counts := map[string][3]uint64{ // hits, errors, records
-				"none": {0, 0, 0}, "ok": {1, 0, 1}, "condErr": {0, 1, 1}, "collErr": {1, 1, 1},
-			}[tc.want]
-			wantHits, wantErrs, wantRecs := counts[0], counts[1], int(counts[2])
-			if hits != wantHits || errs != wantErrs || len(recs) != wantRecs {
-				t.Fatalf("hits %d errors %d records %d, want %d %d %d", hits, errs, len(recs), wantHits, wantErrs, wantRecs)
+			wantFlags := uint32(0)
+			if tc.regs {
+				wantFlags = RecRegs
 			}
-			if wantRecs == 0 {
-				if head != 0 {
-					t.Errorf("head moved to %d without a record", head)
+			prev := t0
+			for h, rec := range recs {
+				if rec.lane != wantLane || rec.tp != tpIndex || rec.flags != wantFlags || uint64(rec.size) != PadRecordSize(tc.regs, capacity) ||
+					rec.used != wantUsed || rec.thread != wantThread || rec.cursor != uint64(h)*uint64(rec.size) {
+					t.Errorf("record %d: %+v; want lane %d tp %d flags %d size %d used %d thread %#x", h, rec, wantLane, tpIndex, wantFlags,
+						PadRecordSize(tc.regs, capacity), wantUsed, wantThread)
 				}
-				return
-			}
-			rec := recs[0]
-			if rec.tp != tpIndex {
-				t.Errorf("record tp index %d", rec.tp)
-			}
-			switch tc.want {
-			case "condErr":
-				if rec.flags != RecError || rec.used != ErrDivZero || rec.size != RecHeaderSize {
-					t.Errorf("condition error record: %+v", rec)
+				if rec.time <= prev || rec.time > t1 {
+					t.Errorf("record %d: time %d, previous %d, after the hits %d", h, rec.time, prev, t1)
 				}
-				return
-			case "collErr":
-				if rec.flags != RecError || rec.used != ErrCollect || uint64(rec.size) != PadRecordSize(collectCap) {
-					t.Errorf("collection error record: %+v", rec)
+				prev = rec.time
+				if tc.regs {
+					for i := range 16 {
+						want := ins[h][i]
+						if i == 7 {
+							want = outs[h][17]
+						}
+						if rec.regs[i] != want {
+							t.Errorf("record %d reg %d = %#x, want %#x", h, i, rec.regs[i], want)
+						}
+					}
+					if rec.regs[16] != uint64(rig.site) {
+						t.Errorf("record rip %#x, want the site %#x", rec.regs[16], rig.site)
+					}
+					if f := rig.entryFlags(&ins[h], st); rec.regs[17] != f {
+						t.Errorf("record eflags %#x, want %#x", rec.regs[17], f)
+					}
+					if rec.regs[18] != 0x33 || rec.regs[19] != 0x2b {
+						t.Errorf("record cs %#x ss %#x", rec.regs[18], rec.regs[19])
+					}
 				}
-				return
-			}
-			if rec.flags != 0 || uint64(rec.size) != PadRecordSize(collectCap) {
-				t.Errorf("record size %d flags %d", rec.size, rec.flags)
-			}
-			for i := range 16 {
-				want := in[i]
-				if i == 7 {
-					want = out[17]
+				if tc.collect {
+					want := append(mBlock(ins[h][4], rig.data[40+h:56+h]), vBlock(3, -12345)...)
+					if string(rec.blocks) != string(want) {
+						t.Errorf("record %d blocks\n % x\nwant\n % x", h, rec.blocks, want)
+					}
 				}
-				if rec.regs[i] != want {
-					t.Errorf("record reg %d = %#x, want %#x", i, rec.regs[i], want)
-				}
-			}
-			if rec.regs[16] != uint64(rig.site) {
-				t.Errorf("record rip %#x, want the site %#x", rec.regs[16], rig.site)
-			}
-			if rec.regs[17] != entry[16] {
-				t.Errorf("record eflags %#x, want %#x", rec.regs[17], entry[16])
-			}
-			if rec.regs[18] != 0x33 || rec.regs[19] != 0x2b {
-				t.Errorf("record cs %#x ss %#x", rec.regs[18], rec.regs[19])
-			}
-			var want []byte
-			want = append(want, BlockMemory)
-			want = binary.LittleEndian.AppendUint64(want, in[4])
-			want = binary.LittleEndian.AppendUint16(want, 16)
-			want = append(want, rig.data[40:56]...)
-			want = append(want, BlockTSV)
-			want = binary.LittleEndian.AppendUint32(want, 3)
-			want = binary.LittleEndian.AppendUint64(want, uint64(rig.tsvs[3]))
-			if string(rec.blocks) != string(want) {
-				t.Errorf("blocks\n % x\nwant\n % x", rec.blocks, want)
 			}
 		})
 	}
 }
 
-// TestPadNoCondition: a pad without condition or collection records the
-// registers of every hit.
-func TestPadNoCondition(t *testing.T) {
-	rig := newPadRig(t, 1<<12)
-	_, stack := padStack(t)
-	rig.install(t, PadSpec{TPIndex: 0})
-	in := [18]uint64{16: 0x2}
-	var out [18]uint64
-	for i := range 3 {
-		in[0] = uint64(i)
-		callSite(rig.site, &in, &out, stack)
+// TestPadLaneSelect: which lane a thread's records go to. Without FSBase,
+// the shared lane; with it, the owner entry holding the thread's fs base
+// (claimed on the first hit, probing past entries of other threads), or
+// the shared lane when every entry belongs to another thread.
+func TestPadLaneSelect(t *testing.T) {
+	const other = 0x7777_0000_0000
+	cases := []struct {
+		name    string
+		lanes   int
+		fsOn    bool
+		owners  func(fs uint64) []uint64 // the owner table before the hits (nil: empty)
+		want    int                      // the lane; -1: whichever entry the thread claimed
+		claimed bool                     // the owner table gains the thread's entry
+	}{
+		{"no fsbase", 4, false, nil, 4, false},
+		{"no fsbase, one lane", 1, false, nil, 1, false},
+		{"fresh, one lane", 1, true, nil, 0, true},
+		{"fresh, 4 lanes", 4, true, nil, -1, true},
+		{"fresh, 64 lanes", MaxLanes, true, nil, -1, true},
+		{"probe to the only free entry", 4, true, func(fs uint64) []uint64 { return []uint64{other, other + 1, 0, other + 3} }, 2, true},
+		{"probe wraps", 8, true, func(fs uint64) []uint64 {
+			return []uint64{0, other + 1, other + 2, other + 3, other + 4, other + 5, other + 6, other + 7}
+		}, 0, true},
+		{"already owned", 4, true, func(fs uint64) []uint64 { return []uint64{other, other + 1, other + 2, fs} }, 3, false},
+		{"table full", 4, true, func(fs uint64) []uint64 { return []uint64{other, other + 1, other + 2, other + 3} }, 4, false},
+		{"table full, one lane", 1, true, func(fs uint64) []uint64 { return []uint64{other} }, 1, false},
 	}
-	recs := readRing(t, rig.ring, 0, *rig.field(CtlHead))
-	if len(recs) != 3 || *rig.tpField(0, TPHits) != 3 {
-		t.Fatalf("%d records, hits %d", len(recs), *rig.tpField(0, TPHits))
-	}
-	for i, r := range recs {
-		if r.regs[0] != uint64(i) || r.used != 0 || uint64(r.size) != PadRecordSize(0) {
-			t.Errorf("record %d: %+v", i, r)
-		}
-	}
-}
-
-// TestPadRingWrap drives a ring that holds fewer than three records: the
-// third reservation does not fit before the end and leaves a RecSkip
-// filler. The test consumes (zeroes and advances the tail) between hits.
-func TestPadRingWrap(t *testing.T) {
-	const collectCap = 64
-	recSize := PadRecordSize(collectCap) // 272
-	ringSize := 800
-	rig := newPadRig(t, ringSize)
-	_, stack := padStack(t)
-	rig.install(t, PadSpec{TPIndex: 1, Collect: []*Code{compileAX(t, "tracev 0; end")}, CollectCap: collectCap})
-	var in, out [18]uint64
-	in[16] = 0x2
-	type step struct {
-		offs  []uint64 // record offsets expected from this hit
-		flags []uint32
-	}
-	steps := []step{
-		{[]uint64{0}, []uint32{0}},
-		{[]uint64{recSize}, []uint32{0}},
-		{[]uint64{2 * recSize, 0}, []uint32{RecSkip, 0}},
-		{[]uint64{recSize}, []uint32{0}},
-		{[]uint64{2 * recSize, 0}, []uint32{RecSkip, 0}},
-	}
-	for i, st := range steps {
-		in[0] = uint64(i)
-		rig.tsvs[0] = int64(100 + i)
-		callSite(rig.site, &in, &out, stack)
-		head, tail := *rig.field(CtlHead), *rig.field(CtlTail)
-		recs := readRing(t, rig.ring, tail, head)
-		if len(recs) != len(st.offs) {
-			t.Fatalf("hit %d: %d records, want %d", i, len(recs), len(st.offs))
-		}
-		for j, r := range recs {
-			if r.off != st.offs[j] || r.flags != st.flags[j] {
-				t.Errorf("hit %d record %d: offset %d flags %d, want %d %d", i, j, r.off, r.flags, st.offs[j], st.flags[j])
-			}
-			if r.flags == RecSkip && uint64(r.size) != uint64(ringSize)-r.off {
-				t.Errorf("hit %d: filler size %d at %d", i, r.size, r.off)
-			}
-			if r.flags == 0 && (r.regs[0] != uint64(i) || len(r.blocks) != 13 || int64(binary.LittleEndian.Uint64(r.blocks[5:])) != int64(100+i)) {
-				t.Errorf("hit %d: record %+v", i, r)
-			}
-		}
-		// Consume: zero what was read, then publish the tail.
-		for c := tail; c < head; c++ {
-			rig.ring[c%uint64(ringSize)] = 0
-		}
-		*rig.field(CtlTail) = head
-	}
-}
-
-// TestPadConcurrent: four OS threads hit the same pad 10000 times each.
-func TestPadConcurrent(t *testing.T) {
-	const threads, perThread = 4, 10000
-	const collectCap = 16
-	ringSize := int(PadRecordSize(collectCap)) * threads * perThread
-	rig := newPadRig(t, ringSize)
-	rig.install(t, PadSpec{TPIndex: 5, Cond: compileAX(t, "reg 8; const8 100; less_unsigned; end"),
-		Collect: []*Code{compileAX(t, "tracev 1; end")}, CollectCap: collectCap})
-	stacks := make([]uintptr, threads)
-	for i := range stacks {
-		_, stacks[i] = padStack(t)
-	}
-	sps := make([]uint64, threads)
-	var wg sync.WaitGroup
-	for th := range threads {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+	st := newTestStack(t)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
-			var in, out [18]uint64
-			in[8] = uint64(th)
-			in[16] = 0x2 | flagCF
-			for i := range perThread {
-				in[9] = uint64(i)
-				in[2] = uint64(i) << 20
-				callSite(rig.site, &in, &out, stacks[th])
-				if out[2] != in[2]+siteImm || out[9] != in[9] {
-					t.Errorf("thread %d hit %d: rcx %#x r9 %#x", th, i, out[2], out[9])
-					return
+			rig := newPadRig(t, tc.lanes, 1<<12)
+			rig.install(t, PadSpec{TPIndex: 1, FSBase: tc.fsOn})
+			fs := threadFSBase()
+			var before []uint64
+			if tc.owners != nil {
+				before = tc.owners(fs)
+				for i, o := range before {
+					*rig.field(CtlOwners + 8*i) = o
 				}
 			}
-			sps[th] = out[17]
-		}()
-	}
-	wg.Wait()
-	if h := *rig.tpField(5, TPHits); h != threads*perThread {
-		t.Errorf("hits %d", h)
-	}
-	recs := readRing(t, rig.ring, 0, *rig.field(CtlHead))
-	if len(recs) != threads*perThread {
-		t.Fatalf("%d records", len(recs))
-	}
-	seen := map[[2]uint64]bool{}
-	for _, r := range recs {
-		th, i := r.regs[8], r.regs[9]
-		if th >= threads || i >= perThread || seen[[2]uint64{th, i}] || r.flags != 0 || r.tp != 5 {
-			t.Fatalf("record %+v", r)
-		}
-		seen[[2]uint64{th, i}] = true
-		if r.regs[2] != i<<20 || r.regs[7] != sps[th] || r.regs[16] != uint64(rig.site) || len(r.blocks) != 13 {
-			t.Fatalf("thread %d hit %d: inconsistent record %+v", th, i, r)
-		}
-	}
-}
-
-// BenchmarkPadHit compares one call of the unpatched site with one call of
-// the patched site whose pad evaluates a register condition and collects a
-// trace state variable.
-func BenchmarkPadHit(b *testing.B) {
-	rig := newPadRig(b, 1<<20)
-	_, stack := padStack(b)
-	var in, out [18]uint64
-	in[16] = 0x2
-	in[8] = 7
-	b.Run("unpatched", func(b *testing.B) {
-		rig.unpatch()
-		for b.Loop() {
-			callSite(rig.site, &in, &out, stack)
-		}
-	})
-	b.Run("patched", func(b *testing.B) {
-		rig.install(b, PadSpec{Cond: compileAX(b, "reg 8; const8 100; less_unsigned; end"),
-			Collect: []*Code{compileAX(b, "tracev 1; end")}, CollectCap: 16})
-		n := 0
-		for b.Loop() {
-			callSite(rig.site, &in, &out, stack)
-			if n++; n == 1000 { // keep the ring from filling
-				*rig.field(CtlHead), *rig.field(CtlTail), n = 0, 0, 0
+			for h := range 3 {
+				in := padInput(h)
+				rig.hit(t, &in, st)
 			}
-		}
-	})
-}
-
-// TestPadRingFull exercises the ring-full path without a SIGTRAP: the
-// int3 at FullTrap is replaced by a jmp to what the stub would do. "skip"
-// jumps to Skip (tracing stopped): the thread continues with its state
-// intact and no record. "retry" jumps to code that drains the ring (tail =
-// head) and continues at Retry: the record is then written.
-func TestPadRingFull(t *testing.T) {
-	recSize := PadRecordSize(0)
-	for _, mode := range []string{"skip", "retry"} {
-		t.Run(mode, func(t *testing.T) {
-			rig := newPadRig(t, int(2*recSize))
-			_, stack := padStack(t)
-			in := [18]uint64{0: 11, 1: 22, 2: 33, 15: 44, 16: 0x2 | flagCF | flagOF}
-			var expect, out [18]uint64
-			rig.unpatch()
-			callSite(rig.site, &in, &expect, stack)
-			rig.install(t, PadSpec{TPIndex: 0})
-			*rig.field(CtlHead) = 2 * recSize // full: nothing consumed
-			base := uintptr(unsafe.Pointer(&rig.code[0]))
-			jmpTo := func(from, to uintptr) {
-				rig.code[from-base] = 0xe9
-				binary.LittleEndian.PutUint32(rig.code[from-base+1:], uint32(int32(int64(to)-int64(from+5))))
+			recs := rig.records(t)
+			if len(recs) != 3 {
+				t.Fatalf("%d records", len(recs))
 			}
-			if mode == "skip" {
-				jmpTo(uintptr(rig.pad.FullTrap), uintptr(rig.pad.Skip))
-			} else {
-				// mov rax, [rbx+CtlHead]; mov [rbx+CtlTail], rax; jmp Retry
-				drain := base + 128
-				copy(rig.code[128:], []byte{0x48, 0x8b, 0x43, CtlHead, 0x48, 0x89, 0x43, CtlTail})
-				jmpTo(drain+8, uintptr(rig.pad.Retry))
-				jmpTo(uintptr(rig.pad.FullTrap), drain)
-			}
-			callSite(rig.site, &in, &out, stack)
-			if out != expect {
-				t.Errorf("registers after the hit %v, want %v", out, expect)
-			}
-			if h := *rig.tpField(0, TPHits); h != 1 {
-				t.Errorf("hits %d", h)
-			}
-			head := *rig.field(CtlHead)
-			switch mode {
-			case "skip":
-				if head != 2*recSize || binary.LittleEndian.Uint32(rig.ring) != 0 {
-					t.Errorf("full ring: head %d, first size %d", head, binary.LittleEndian.Uint32(rig.ring))
+			want := tc.want
+			if want < 0 {
+				want = rig.laneOf(fs)
+				if want >= tc.lanes {
+					t.Fatalf("the thread claimed no lane")
 				}
-			case "retry":
-				recs := readRing(t, rig.ring, 2*recSize, head)
-				if len(recs) != 1 || recs[0].off != 0 || recs[0].regs[15] != 44 || recs[0].regs[16] != uint64(rig.site) {
-					t.Errorf("after the retry: head %d, records %+v", head, recs)
+			}
+			wantThread := uint64(0)
+			if tc.fsOn {
+				wantThread = fs
+			}
+			for _, rec := range recs {
+				if rec.lane != want || rec.thread != wantThread {
+					t.Errorf("record in lane %d from thread %#x, want lane %d thread %#x", rec.lane, rec.thread, want, wantThread)
+				}
+			}
+			// The owner table: unchanged but for the claimed entry.
+			for i := range MaxLanes {
+				w := uint64(0)
+				if i < len(before) {
+					w = before[i]
+				}
+				if tc.claimed && i == want {
+					w = fs
+				}
+				if got := rig.owner(i); got != w {
+					t.Errorf("owner %d = %#x, want %#x", i, got, w)
 				}
 			}
 		})
 	}
 }
 
-// TestPadPassCount runs a pad whose tracepoint has a pass count of 2 with
-// the int3 at PassTrap replaced by a nop (the stub resumes at PassTrap+1):
-// every hit, including the one that reaches the pass count, restores the
-// thread and records normally.
+// laneModel predicts where records of size rec go in a lane of size
+// laneSize: from cursor c, it returns the filler's offset (-1: none), the
+// record's offset and the cursor after it.
+func laneModel(laneSize, rec, c uint64) (filler int64, off, next uint64) {
+	off = c % laneSize
+	if off+rec <= laneSize {
+		return -1, off, c + rec
+	}
+	return int64(off), 0, c + laneSize - off + rec
+}
+
+// TestPadLaneWrap drives small lanes with records that do not divide the
+// lane size: a record that does not fit before the lane's end leaves a
+// RecSkip filler to the end and goes to the lane's start. The test
+// consumes (zeroes, then advances the tail) after every hit.
+func TestPadLaneWrap(t *testing.T) {
+	cases := []struct {
+		name     string
+		regs     bool
+		cap      uint32
+		laneSize uint64
+		hits     int
+	}{
+		{"regs 288 in 1024", true, 64, 1024, 12}, // filler of 160 bytes
+		{"256 in 1024", false, 224, 1024, 10},    // exact fit, never a filler
+		{"336 in 1024", false, 304, 1024, 12},    // fillers of 16 bytes
+		{"regs 2048 in 4096", true, 2048 - 224, 4096, 7},
+		{"1040 in 2048", false, 1008, 2048, 6}, // every other record wraps
+	}
+	st := newTestStack(t)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rig := newPadRig(t, 1, tc.laneSize)
+			rig.install(t, PadSpec{TPIndex: 1, Collect: []*Code{compileAX(t, "tracev 0; end")}, CollectCap: tc.cap, CollectRegs: tc.regs})
+			recSize := PadRecordSize(tc.regs, tc.cap)
+			lane := rig.nLanes // shared: no FSBase
+			fillers := 0
+			var c uint64
+			for h := range tc.hits {
+				in := padInput(h)
+				rig.tsvs[0] = int64(100 + h)
+				rig.hit(t, &in, st)
+				filler, off, next := laneModel(tc.laneSize, recSize, c)
+				recs := rig.laneRecords(t, lane)
+				if head := *rig.laneField(lane, LaneHead); head != next {
+					t.Fatalf("hit %d: head %d, want %d", h, head, next)
+				}
+				if filler >= 0 {
+					fillers++
+					if len(recs) != 2 || recs[0].flags != RecSkip || recs[0].off != uint64(filler) || uint64(recs[0].size) != tc.laneSize-uint64(filler) ||
+						recs[0].tp != 1 {
+						t.Fatalf("hit %d: want a filler at %d, got %+v", h, filler, recs)
+					}
+					recs = recs[1:]
+				}
+				if len(recs) != 1 {
+					t.Fatalf("hit %d: %d records", h, len(recs))
+				}
+				r := recs[0]
+				wantFlags := uint32(0)
+				if tc.regs {
+					wantFlags = RecRegs
+				}
+				if r.off != off || r.flags != wantFlags || uint64(r.size) != recSize || string(r.blocks) != string(vBlock(0, int64(100+h))) ||
+					tc.regs && r.regs[0] != in[0] {
+					t.Errorf("hit %d: record %+v, want offset %d", h, r, off)
+				}
+				rig.consume(lane, next)
+				c = next
+			}
+			if want := map[bool]bool{true: true, false: false}[tc.laneSize%recSize != 0]; (fillers > 0) != want {
+				t.Errorf("%d fillers", fillers)
+			}
+			if rig.dropped() != 0 {
+				t.Errorf("%d dropped", rig.dropped())
+			}
+		})
+	}
+}
+
+// TestPadLaneFull fills a lane without consuming: further hits are dropped
+// and counted in LaneDropped, the thread continues unharmed (there is no
+// trap), and once the stub consumes, hits are recorded again.
+func TestPadLaneFull(t *testing.T) {
+	cases := []struct {
+		name     string
+		regs     bool
+		cap      uint32
+		laneSize uint64
+		fit      int // records that fit
+	}{
+		{"exact", false, 224, 1024, 4},
+		{"filler does not fit", true, 64, 1024, 3},
+		{"one record", true, 0, 256, 1},
+		{"none fits", true, 1024, 1024, 0},
+	}
+	st := newTestStack(t)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rig := newPadRig(t, 1, tc.laneSize)
+			rig.install(t, PadSpec{TPIndex: 0, CollectRegs: tc.regs, CollectCap: tc.cap})
+			lane := rig.nLanes
+			const extra = 5
+			for h := range tc.fit + extra {
+				in := padInput(h)
+				in[16] = 0x2 | flagCF | flagOF | uint64(h&1)*flagDF
+				rig.hit(t, &in, st)
+			}
+			recs := rig.records(t)
+			if len(recs) != tc.fit || *rig.laneField(lane, LaneDropped) != extra || rig.dropped() != extra {
+				t.Fatalf("%d records, %d dropped; want %d, %d", len(recs), rig.dropped(), tc.fit, extra)
+			}
+			for h, r := range recs {
+				if r.regs[0] != padInput(h)[0] && tc.regs {
+					t.Errorf("record %d is from hit %#x", h, r.regs[0])
+				}
+			}
+			if *rig.field(CtlActive) != 1 {
+				t.Errorf("a full lane stopped tracing")
+			}
+			if tc.fit == 0 {
+				return
+			}
+			head := *rig.laneField(lane, LaneHead)
+			rig.consume(lane, head)
+			in := padInput(99)
+			rig.hit(t, &in, st)
+			recs = rig.records(t)
+			if len(recs) != 1 || recs[0].cursor < head || tc.regs && recs[0].regs[0] != in[0] || rig.dropped() != extra {
+				t.Errorf("after consuming: %+v, %d dropped", recs, rig.dropped())
+			}
+		})
+	}
+}
+
+// TestPadInactive: with CtlActive 0 or a lease that has run out, a hit
+// leaves no trace but the lease-skip count: no condition run (its
+// setv would count), no passcount numbering, no record.
+func TestPadInactive(t *testing.T) {
+	st := newTestStack(t)
+	rig := newPadRig(t, 2, 1<<12)
+	now := rig.tsc()
+	cases := []struct {
+		name       string
+		active     bool
+		deadline   uint64
+		record     bool
+		leaseSkips bool
+	}{
+		{"active", true, math.MaxUint64, true, false},
+		{"lease in the future", true, now + 1<<50, true, false},
+		{"inactive", false, math.MaxUint64, false, false},
+		{"inactive, lease expired", false, 0, false, false},
+		{"lease expired", true, 0, false, true},
+		{"lease just expired", true, now, false, true},
+	}
+	const hits = 4
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			rig.reset(tc.active)
+			rig.install(t, PadSpec{TPIndex: 3, Cond: compileAX(t, "getv 5; const8 1; add; setv 5; end"),
+				Collect: []*Code{compileAX(t, "tracev 5; end")}, CollectCap: 16, CollectRegs: true, FSBase: padHaveFSBase()})
+			*rig.field(CtlDeadline) = tc.deadline
+			*rig.tpField(3, TPPassCount) = 100
+			for h := range hits {
+				in := padInput(h)
+				in[16] = 0x2 | uint64(h)*flagCF | flagZF
+				rig.hit(t, &in, st)
+			}
+			recs := rig.records(t)
+			wantRecs, wantSkips := 0, uint64(0)
+			if tc.record {
+				wantRecs = hits
+			}
+			if tc.leaseSkips {
+				wantSkips = hits
+			}
+			if len(recs) != wantRecs || *rig.field(CtlLeaseSkips) != wantSkips || rig.tsvs[5] != int64(wantRecs) ||
+				*rig.tpField(3, TPHits) != uint64(wantRecs) {
+				t.Errorf("%d records, %d lease skips, %d condition runs, %d hits; want %d %d %d %d", len(recs), *rig.field(CtlLeaseSkips),
+					rig.tsvs[5], *rig.tpField(3, TPHits), wantRecs, wantSkips, wantRecs, wantRecs)
+			}
+			if !tc.record {
+				for i := range rig.lanes {
+					if h := *rig.laneField(i, LaneHead); h != 0 {
+						t.Errorf("lane %d head %d", i, h)
+					}
+				}
+				for i := range MaxLanes {
+					if rig.owner(i) != 0 {
+						t.Errorf("owner %d claimed", i)
+					}
+				}
+			}
+			if a := *rig.field(CtlActive); a != map[bool]uint64{false: 0, true: 1}[tc.active] || *rig.field(CtlStopWhy) != 0 {
+				t.Errorf("active %d stop %d", a, *rig.field(CtlStopWhy))
+			}
+		})
+	}
+}
+
+// TestPadPassCount: a tracepoint with passcount N records exactly its
+// first N hits (those whose condition holds); the N-th clears CtlActive
+// with CtlStopWhy = StopPassCount and CtlStopTP = its index; later hits
+// do nothing. Also with threads racing.
 func TestPadPassCount(t *testing.T) {
-	rig := newPadRig(t, 1<<12)
-	_, stack := padStack(t)
-	ins := make([][18]uint64, 3)
-	expect := make([][18]uint64, 3)
-	for i := range ins {
-		ins[i] = [18]uint64{2: uint64(i) << 62, 3: uint64(i), 16: 0x2 | flagSF}
-		callSite(rig.site, &ins[i], &expect[i], stack)
-	}
-	rig.install(t, PadSpec{TPIndex: 1})
-	*rig.tpField(1, TPPassCount) = 2
-	base := uintptr(unsafe.Pointer(&rig.code[0]))
-	rig.code[uintptr(rig.pad.PassTrap)-base] = 0x90
-	for i := range ins {
-		var out [18]uint64
-		callSite(rig.site, &ins[i], &out, stack)
-		if out != expect[i] {
-			t.Errorf("hit %d: %v, want %v", i, out, expect[i])
+	t.Run("one thread", func(t *testing.T) {
+		st := newTestStack(t)
+		rig := newPadRig(t, 2, 1<<12)
+		rig.install(t, PadSpec{TPIndex: 4, Cond: compileAX(t, "reg 0; const8 1; bit_and; end"), CollectRegs: true})
+		*rig.tpField(4, TPPassCount) = 3
+		n := 0
+		for h := range 12 {
+			in := padInput(h)
+			in[0] = uint64(h)
+			in[16] = 0x2 | flagSF | uint64(h&1)*flagDF
+			rig.hit(t, &in, st)
+			if h&1 == 1 {
+				n++
+			}
+			active := *rig.field(CtlActive)
+			if (n < 3) != (active == 1) {
+				t.Fatalf("after hit %d (%d true): active %d", h, n, active)
+			}
 		}
+		recs := rig.records(t)
+		if len(recs) != 3 || *rig.tpField(4, TPHits) != 3 || *rig.field(CtlStopWhy) != StopPassCount || *rig.field(CtlStopTP) != 4 {
+			t.Fatalf("%d records, hits %d, stop %d tp %d", len(recs), *rig.tpField(4, TPHits), *rig.field(CtlStopWhy), *rig.field(CtlStopTP))
+		}
+		for i, r := range recs {
+			if r.regs[0] != uint64(2*i+1) || r.flags != RecRegs {
+				t.Errorf("record %d: %+v", i, r)
+			}
+		}
+	})
+	t.Run("dropped passcount hit stops", func(t *testing.T) {
+		st := newTestStack(t)
+		rig := newPadRig(t, 1, 256)
+		rig.install(t, PadSpec{TPIndex: 0, CollectRegs: true}) // 224 bytes: one record per lane
+		*rig.tpField(0, TPPassCount) = 2
+		for h := range 3 {
+			in := padInput(h)
+			rig.hit(t, &in, st)
+		}
+		if n := len(rig.records(t)); n != 1 || rig.dropped() != 1 || *rig.field(CtlActive) != 0 || *rig.field(CtlStopWhy) != StopPassCount {
+			t.Errorf("%d records, %d dropped, active %d, stop %d", n, rig.dropped(), *rig.field(CtlActive), *rig.field(CtlStopWhy))
+		}
+	})
+	for _, fsOn := range []bool{true, false} {
+		t.Run(fmt.Sprintf("4 threads fsbase=%v", fsOn), func(t *testing.T) {
+			const threads, perThread, passCount = 4, 3000, 1000
+			rig := newPadRig(t, 4, 1<<17)
+			rig.install(t, PadSpec{TPIndex: 6, Cond: compileAX(t, "reg 9; const8 1; bit_and; end"), Collect: []*Code{compileAX(t, "reg 8; trace_quick 1; end")},
+				CollectCap: 16, FSBase: fsOn})
+			*rig.tpField(6, TPPassCount) = passCount
+			var wg sync.WaitGroup
+			errs := make(chan string, threads)
+			// All threads hold their lock before any hits: a thread a
+			// finished goroutine unlocked could otherwise be reused.
+			var locked sync.WaitGroup
+			locked.Add(threads)
+			for th := range threads {
+				st := newTestStack(t)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					runtime.LockOSThread()
+					defer runtime.UnlockOSThread()
+					locked.Done()
+					locked.Wait()
+					in := padInput(th)
+					in[8] = rig.dataAddr + uint64(th)
+					for i := range perThread {
+						in[9] = uint64(i)
+						var out [18]uint64
+						callSite(rig.site, &in, &out, st.top)
+						if out[2] != in[2]+siteImm || out[9] != in[9] || out[8] != in[8] {
+							errs <- fmt.Sprintf("thread %d hit %d: %x", th, i, out)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for e := range errs {
+				t.Fatal(e)
+			}
+			recs := rig.records(t)
+			hits := *rig.tpField(6, TPHits)
+			if len(recs) != passCount || *rig.field(CtlActive) != 0 || *rig.field(CtlStopWhy) != StopPassCount || *rig.field(CtlStopTP) != 6 ||
+				hits < passCount || hits > threads*perThread/2 || rig.dropped() != 0 {
+				t.Fatalf("%d records (want %d), active %d, stop %d tp %d, hits %d, dropped %d", len(recs), passCount, *rig.field(CtlActive),
+					*rig.field(CtlStopWhy), *rig.field(CtlStopTP), hits, rig.dropped())
+			}
+			for _, r := range recs {
+				addr := binary.LittleEndian.Uint64(r.blocks[1:])
+				if len(r.blocks) != 12 || addr < rig.dataAddr || addr >= rig.dataAddr+threads || r.tp != 6 {
+					t.Fatalf("record %+v", r)
+				}
+			}
+			t.Logf("%d hits numbered for a passcount of %d", hits, passCount)
+		})
 	}
-	if recs := readRing(t, rig.ring, 0, *rig.field(CtlHead)); len(recs) != 3 || *rig.tpField(1, TPHits) != 3 {
-		t.Errorf("%d records, %d hits", len(recs), *rig.tpField(1, TPHits))
+}
+
+// TestPadErrors: a condition that fails writes a header-only RecError
+// record, a collection that fails turns its record into a RecError one of
+// the same size; both count TPErrors and stop tracing (StopError). Loops
+// end with ErrSteps after PadJumpLimit backward jumps. The thread
+// continues unharmed, and the next hits do nothing.
+func TestPadErrors(t *testing.T) {
+	const loop = "l:; getv 0; const8 1; add; setv 0; pop; const8 1; if_goto l; const8 1; end"
+	cases := []struct {
+		name      string
+		cond      string
+		collect   []string
+		cap       uint32
+		regs      bool
+		full      bool // the lane is full
+		rsiGuard  bool // rsi points at the PROT_NONE page
+		wantErr   uint32
+		condError bool
+		loops     bool // tsv 0 counts loop iterations
+	}{
+		{name: "condition divides by zero", cond: "const8 1; reg 1; div_unsigned; end", collect: []string{"tracev 1; end"}, cap: 32,
+			wantErr: ErrDivZero, condError: true},
+		{name: "condition divides by zero, regs", cond: "const8 1; reg 1; div_unsigned; end", regs: true, wantErr: ErrDivZero, condError: true},
+		{name: "condition reads a bad tsv", cond: "getv 100; end", wantErr: ErrTSV, condError: true},
+		{name: "condition loops", cond: loop, regs: true, wantErr: ErrSteps, condError: true, loops: true},
+		{name: "condition fails, lane full", cond: "const8 1; reg 1; div_unsigned; end", full: true, wantErr: ErrDivZero, condError: true},
+		{name: "collection unreadable", collect: []string{"reg 4; const8 16; trace; end"}, cap: 64, rsiGuard: true, wantErr: ErrCollect},
+		{name: "collection unreadable, regs", collect: []string{"reg 4; const8 16; trace; end"}, cap: 64, regs: true, rsiGuard: true, wantErr: ErrCollect},
+		{name: "second collection unreadable", cond: "const8 1; end", collect: []string{"tracev 2; end", "reg 4; const8 16; trace; end"}, cap: 64,
+			regs: true, rsiGuard: true, wantErr: ErrCollect},
+		{name: "collection frame full", collect: []string{"tracev 2; end", "reg 4; const8 16; trace; end"}, cap: 20, wantErr: ErrFrameFull},
+		{name: "collection loops", collect: []string{loop}, cap: 16, wantErr: ErrSteps, loops: true},
+	}
+	st := newTestStack(t)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			rig := newPadRig(t, 2, 1<<12)
+			spec := PadSpec{TPIndex: 5, CollectCap: tc.cap, CollectRegs: tc.regs, FSBase: padHaveFSBase()}
+			if tc.cond != "" {
+				spec.Cond = compileAX(t, tc.cond)
+			}
+			for _, c := range tc.collect {
+				spec.Collect = append(spec.Collect, compileAX(t, c))
+			}
+			rig.install(t, spec)
+			fs := uint64(0)
+			if spec.FSBase {
+				fs = threadFSBase()
+			}
+			if tc.full {
+				for i := range rig.lanes {
+					*rig.laneField(i, LaneHead) = rig.laneSize
+				}
+			}
+			for h := range 3 {
+				in := padInput(h)
+				in[1] = 0
+				in[4] = rig.dataAddr
+				if tc.rsiGuard {
+					in[4] = rig.guardAddr + 8
+				}
+				in[16] = 0x2 | flagOF | uint64(h)*flagCF
+				rig.hit(t, &in, st)
+				if h == 0 && *rig.field(CtlActive) != 0 {
+					t.Fatalf("the error did not stop tracing")
+				}
+			}
+			if *rig.tpField(5, TPErrors) != 1 || *rig.field(CtlStopWhy) != StopError || *rig.field(CtlStopTP) != 5 {
+				t.Errorf("errors %d stop %d tp %d", *rig.tpField(5, TPErrors), *rig.field(CtlStopWhy), *rig.field(CtlStopTP))
+			}
+			if tc.loops {
+				if n := rig.tsvs[0]; n < PadJumpLimit || n > PadJumpLimit+1 {
+					t.Errorf("the loop ran %d times; the budget is %d backward jumps", n, PadJumpLimit)
+				} else {
+					t.Logf("the loop body ran %d times", n)
+				}
+			}
+			if tc.full {
+				for i, l := range rig.lanes {
+					for _, c := range l {
+						if c != 0 {
+							t.Fatalf("lane %d written to", i)
+						}
+					}
+				}
+				if rig.dropped() != 1 {
+					t.Errorf("%d dropped", rig.dropped())
+				}
+				return
+			}
+			recs := rig.records(t)
+			if len(recs) != 1 {
+				t.Fatalf("%d records", len(recs))
+			}
+			r := recs[0]
+			wantSize := PadRecordSize(tc.regs, tc.cap)
+			if tc.condError {
+				wantSize = RecHeaderSize
+			}
+			if r.flags != RecError || r.used != tc.wantErr || uint64(r.size) != wantSize || r.tp != 5 || r.thread != fs || r.time == 0 ||
+				r.lane != rig.laneOf(fs) {
+				t.Errorf("record %+v; want RecError, code %d, size %d, thread %#x", r, tc.wantErr, wantSize, fs)
+			}
+		})
+	}
+}
+
+// TestPadConcurrent: four threads hit the same pad at once while a
+// consumer drains the lanes as the stub does, with lanes small enough
+// that some hits are dropped. With FSBase each thread writes to the lane
+// it owns (owner = its fs base) and its dropped hits are exactly its
+// lane's LaneDropped; without, all share the shared lane. Per-lane order
+// is per-thread order, every record is complete and consistent, and
+// records + drops = hits.
+func TestPadConcurrent(t *testing.T) {
+	for _, fsOn := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fsbase=%v", fsOn), func(t *testing.T) {
+			const threads, perThread = 4, 20000
+			rig := newPadRig(t, 8, 1<<13)
+			rig.install(t, PadSpec{TPIndex: 5, Cond: compileAX(t, "reg 8; const8 100; less_unsigned; end"),
+				Collect: []*Code{compileAX(t, "reg 4; const8 16; trace; end")}, CollectCap: 32, CollectRegs: true, FSBase: fsOn})
+			for i := range rig.data {
+				rig.data[i] = byte(i / 16)
+			}
+			var fsBases, sps [threads]uint64
+			var wg sync.WaitGroup
+			var stop atomic.Bool
+			errs := make(chan string, threads+1)
+			perLane := make([][]testRecord, len(rig.lanes))
+			consumer := make(chan struct{})
+			go func() {
+				defer close(consumer)
+				tails := make([]uint64, len(rig.lanes))
+				for {
+					last := stop.Load()
+					for i := range rig.lanes {
+						head := rig.load(CtlLanes + i*LaneHdrSize + LaneHead)
+						recs, end, err := parseLane(rig.lanes[i], tails[i], head)
+						if err != nil {
+							errs <- fmt.Sprintf("lane %d: %v", i, err)
+							return
+						}
+						for _, r := range recs {
+							if r.flags != RecSkip {
+								r.lane = i
+								perLane[i] = append(perLane[i], r)
+							}
+						}
+						rig.consume(i, end)
+						tails[i] = end
+						if last && end != head {
+							errs <- fmt.Sprintf("lane %d: uncommitted record at %d after the threads ended", i, end)
+							return
+						}
+					}
+					if last {
+						return
+					}
+					runtime.Gosched()
+				}
+			}()
+			// All threads hold their lock before any hits, so they are four
+			// distinct threads (a thread a finished goroutine unlocked
+			// could otherwise be reused) and hit at once.
+			var locked sync.WaitGroup
+			locked.Add(threads)
+			for th := range threads {
+				st := newTestStack(t)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					runtime.LockOSThread()
+					defer runtime.UnlockOSThread()
+					fsBases[th] = threadFSBase()
+					locked.Done()
+					locked.Wait()
+					in := padInput(th)
+					in[8] = uint64(th)
+					in[4] = rig.dataAddr + 16*uint64(th)
+					in[16] = 0x2 | flagCF
+					// rcx = i<<20 + siteImm: the flags of the add do not
+					// depend on i.
+					in[2] = 0
+					var expect, out [18]uint64
+					callSite(rig.tail, &in, &expect, st.top)
+					for i := range perThread {
+						in[9] = uint64(i)
+						in[2] = uint64(i) << 20
+						expect[9], expect[2] = in[9], in[2]+siteImm
+						callSite(rig.site, &in, &out, st.top)
+						if out != expect {
+							errs <- fmt.Sprintf("thread %d hit %d: %x, want %x", th, i, out, expect)
+							return
+						}
+						if i%128 == 127 {
+							runtime.Gosched() // let the consumer run now and then
+						}
+					}
+					sps[th] = out[17]
+				}()
+			}
+			wg.Wait()
+			stop.Store(true)
+			<-consumer
+			close(errs)
+			for e := range errs {
+				t.Fatal(e)
+			}
+			defer func() {
+				if t.Failed() {
+					for i := range rig.lanes {
+						t.Logf("lane %d: owner %#x head %d dropped %d records %d", i, rig.owner(i), *rig.laneField(i, LaneHead),
+							*rig.laneField(i, LaneDropped), len(perLane[i]))
+					}
+					t.Logf("fs bases %#x", fsBases)
+				}
+			}()
+			total, inversions := 0, 0
+			threadLane := map[int]int{}
+			for lane, recs := range perLane {
+				total += len(recs)
+				if len(recs) == 0 {
+					continue
+				}
+				th := int(recs[0].regs[8])
+				if th >= threads {
+					t.Fatalf("lane %d: record %+v", lane, recs[0])
+				}
+				if fsOn {
+					if lane == rig.nLanes {
+						t.Errorf("%d records in the shared lane", len(recs))
+					}
+					if rig.owner(lane) != fsBases[th] {
+						t.Errorf("lane %d: owner %#x, thread %d has fs base %#x", lane, rig.owner(lane), th, fsBases[th])
+					}
+					if _, dup := threadLane[th]; dup {
+						t.Errorf("thread %d writes to lanes %d and %d", th, threadLane[th], lane)
+					}
+					threadLane[th] = lane
+				} else if lane != rig.nLanes {
+					t.Errorf("%d records in lane %d without FSBase", len(recs), lane)
+				}
+				next := map[int]uint64{} // per thread: the least hit number still possible
+				seen := map[int]int{}
+				for k, r := range recs {
+					th, i := int(r.regs[8]), r.regs[9]
+					wantThread := uint64(0)
+					if fsOn {
+						wantThread = fsBases[th]
+					}
+					wantBlocks := mBlock(rig.dataAddr+16*uint64(th), rig.data[16*th:16*th+16])
+					if th >= threads || i < next[th] || i >= perThread || r.flags != RecRegs || r.tp != 5 || r.thread != wantThread ||
+						r.regs[2] != i<<20 || r.regs[7] != sps[th] || r.regs[16] != uint64(rig.site) || r.regs[4] != rig.dataAddr+16*uint64(th) ||
+						string(r.blocks) != string(wantBlocks) || fsOn && int(r.regs[8]) != int(recs[0].regs[8]) {
+						t.Fatalf("lane %d record %d (after hit %d of thread %d): %+v", lane, k, next[th], th, r)
+					}
+					if k > 0 && r.time < recs[k-1].time {
+						inversions++
+					}
+					next[th] = i + 1
+					seen[th]++
+				}
+				if fsOn {
+					if missing := uint64(perThread - seen[th]); missing != *rig.laneField(lane, LaneDropped) {
+						t.Errorf("lane %d: thread %d lost %d hits, LaneDropped %d", lane, th, missing, *rig.laneField(lane, LaneDropped))
+					}
+				}
+			}
+			if fsOn && len(threadLane) != threads {
+				t.Errorf("%d threads have records", len(threadLane))
+			}
+			if uint64(total)+rig.dropped() != threads*perThread {
+				t.Errorf("%d records + %d dropped != %d hits", total, rig.dropped(), threads*perThread)
+			}
+			if *rig.field(CtlActive) != 1 || *rig.tpField(5, TPErrors) != 0 {
+				t.Errorf("active %d errors %d", *rig.field(CtlActive), *rig.tpField(5, TPErrors))
+			}
+			t.Logf("%d records, %d dropped, %d time inversions within a lane", total, rig.dropped(), inversions)
+			if fsOn && inversions != 0 {
+				t.Logf("warning: time stamps of one thread went backwards %d times (TSC not synchronized?)", inversions)
+			}
+		})
 	}
 }
 
@@ -684,27 +1606,271 @@ func TestPadPassCount(t *testing.T) {
 // byte a hit actually writes (condition, collection through the
 // process_vm_readv helper).
 func TestPadStackBytes(t *testing.T) {
-	rig := newPadRig(t, 1<<14)
-	stackMem, stack := padStack(t)
+	rig := newPadRig(t, 1, 1<<14)
+	st := newTestStack(t)
 	rig.install(t, PadSpec{Cond: compileAX(t, "const8 1; reg 8; const8 1; add; div_unsigned; end"),
-		Collect: []*Code{compileAX(t, "reg 4; const8 16; trace; reg 4; ref32; pop; end")}, CollectCap: 64})
-	for i := range stackMem {
-		stackMem[i] = 0xa5
+		Collect: []*Code{compileAX(t, "reg 4; const8 16; trace; reg 4; ref32; pop; end")}, CollectCap: 64, CollectRegs: true})
+	for i := range st.mem {
+		st.mem[i] = 0xa5
 	}
 	in := [18]uint64{4: rig.dataAddr, 8: 0, 16: 0x2}
 	var out [18]uint64
-	callSite(rig.site, &in, &out, stack)
-	if recs := readRing(t, rig.ring, 0, *rig.field(CtlHead)); len(recs) != 1 || len(recs[0].blocks) != 27 {
+	callSite(rig.site, &in, &out, st.top)
+	if recs := rig.records(t); len(recs) != 1 || len(recs[0].blocks) != 27 {
 		t.Fatalf("records %+v", recs)
 	}
 	lowest := 0
-	for lowest < len(stackMem) && stackMem[lowest] == 0xa5 {
+	for lowest < len(st.mem) && st.mem[lowest] == 0xa5 {
 		lowest++
 	}
-	base := uint64(uintptr(unsafe.Pointer(&stackMem[0])))
+	base := uint64(uintptr(unsafe.Pointer(&st.mem[0])))
 	used := int(out[17] - (base + uint64(lowest)))
 	if used > rig.pad.StackBytes || used < padRedZone+padSaveBytes+padBlockBytes+CtxSize {
 		t.Errorf("the hit used %d stack bytes; StackBytes %d", used, rig.pad.StackBytes)
 	}
 	t.Logf("stack used %d of %d bytes", used, rig.pad.StackBytes)
+}
+
+// BenchmarkPadHit measures one call of the site: unpatched, through an
+// inactive pad, and through active pads recording every hit (no actions;
+// the register block; a condition and a tracev; no actions with every
+// thread in the shared lane). Each thread consumes its
+// lane every 64 hits (tail = head) so that it never fills. The threads=2
+// variants run two threads hitting at once, each b.N times: ns/op is the
+// cost of a hit to each thread.
+func BenchmarkPadHit(b *testing.B) {
+	fsOn := padHaveFSBase()
+	b.Run("unpatched", func(b *testing.B) {
+		rig := newPadRig(b, 4, 1<<16)
+		st := newTestStack(b)
+		rig.unpatch()
+		in := padInput(0)
+		var out [18]uint64
+		for b.Loop() {
+			callSite(rig.site, &in, &out, st.top)
+		}
+	})
+	variants := []struct {
+		name     string
+		active   bool
+		spec     func(b *testing.B) PadSpec
+		spurious bool // threads share a lane: see TestPadStaleHead
+	}{
+		{"inactive", false, func(*testing.B) PadSpec { return PadSpec{} }, false},
+		{"hit", true, func(*testing.B) PadSpec { return PadSpec{FSBase: fsOn} }, false},
+		{"regs", true, func(*testing.B) PadSpec { return PadSpec{CollectRegs: true, FSBase: fsOn} }, false},
+		// Every thread in the shared lane (no rdfsbase): one reservation
+		// cursor for all.
+		{"hit-shared-lane", true, func(*testing.B) PadSpec { return PadSpec{} }, true},
+		{"cond+tracev", true, func(b *testing.B) PadSpec {
+			return PadSpec{Cond: compileAX(b, "reg 8; const8 100; less_unsigned; end"), Collect: []*Code{compileAX(b, "tracev 1; end")},
+				CollectCap: 16, FSBase: fsOn}
+		}, false},
+	}
+	for _, threads := range []int{1, 2} {
+		for _, v := range variants {
+			b.Run(fmt.Sprintf("%s/threads=%d", v.name, threads), func(b *testing.B) {
+				rig := newPadRig(b, 4, 1<<16)
+				rig.reset(v.active)
+				rig.install(b, v.spec(b))
+				stacks := make([]*testStack, threads)
+				for i := range stacks {
+					stacks[i] = newTestStack(b)
+				}
+				var wg sync.WaitGroup
+				var start sync.WaitGroup
+				start.Add(1)
+				for th := range threads {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						runtime.LockOSThread()
+						defer runtime.UnlockOSThread()
+						in := padInput(th)
+						in[8] = 7
+						var out [18]uint64
+						var fs uint64
+						if rig.spec.FSBase {
+							fs = threadFSBase()
+						}
+						start.Wait()
+						callSite(rig.site, &in, &out, stacks[th].top)
+						lane := rig.laneOf(fs)
+						head, tail := rig.laneField(lane, LaneHead), rig.laneField(lane, LaneTail)
+						for i := 1; i < b.N; i++ {
+							callSite(rig.site, &in, &out, stacks[th].top)
+							if i&63 == 0 {
+								// Consume up to head; in the shared lane
+								// another thread may have gone further.
+								h, t := atomic.LoadUint64(head), atomic.LoadUint64(tail)
+								for h > t && !atomic.CompareAndSwapUint64(tail, t, h) {
+									t = atomic.LoadUint64(tail)
+								}
+							}
+						}
+					}()
+				}
+				b.ResetTimer()
+				start.Done()
+				wg.Wait()
+				b.StopTimer()
+				if d := rig.dropped(); d != 0 {
+					if !v.spurious || threads == 1 {
+						b.Fatalf("%d hits dropped", d)
+					}
+					// The stale-head drops of TestPadStaleHead.
+					b.ReportMetric(float64(d), "dropped")
+				}
+				heads := uint64(0)
+				for i := range rig.lanes {
+					heads += *rig.laneField(i, LaneHead)
+				}
+				if v.active != (heads != 0) {
+					b.Fatalf("active %v, %d bytes recorded", v.active, heads)
+				}
+			})
+		}
+	}
+}
+
+// padKnownBugs enables the tests of pad.go bugs not fixed yet.
+var padKnownBugs = os.Getenv("GOTPSTUB_PAD_KNOWN_BUGS") != ""
+
+// TestPadStaleHead: in a lane several threads write to (the shared lane),
+// a thread may read the lane's head, be preempted, and read the tail only
+// after other threads reserved more records and the consumer moved the
+// tail past the head it read. The lane is not full: the pad must retry
+// with the current head, not drop the hit. The test makes this happen
+// deterministically: it redirects the pad's load of LaneTail through a
+// trampoline that, the first time, plays the other threads and the
+// consumer (two records reserved and consumed: head += 64, tail = head)
+// and then executes the load.
+func TestPadStaleHead(t *testing.T) {
+	if !padKnownBugs {
+		t.Skip("pad.go bug: a head read before the tail moved past it counts as a full lane (set GOTPSTUB_PAD_KNOWN_BUGS=1)")
+	}
+	for _, fsOn := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fsbase=%v", fsOn), func(t *testing.T) {
+			rig := newPadRig(t, 1, 1<<12)
+			st := newTestStack(t)
+			rig.install(t, PadSpec{TPIndex: 0, FSBase: fsOn})
+			if fsOn {
+				// Every owner entry taken: this thread uses the shared lane.
+				*rig.field(CtlOwners) = 0x7777_0000_0000
+			}
+			stallPad(t, rig)
+			in := padInput(0)
+			rig.hit(t, &in, st)
+			lane := rig.nLanes
+			head := *rig.laneField(lane, LaneHead)
+			if rig.dropped() != 0 || head != 64+PadRecordSize(false, 0) {
+				t.Fatalf("lane not full (2 records reserved and consumed), yet: dropped %d, head %d", rig.dropped(), head)
+			}
+			if recs := rig.records(t); len(recs) != 1 || recs[0].cursor != 64 {
+				t.Errorf("records %+v", recs)
+			}
+		})
+	}
+}
+
+// stallPad redirects the installed pad's only load of LaneTail through a
+// trampoline that first (once) advances the lane's head by two records
+// and sets the tail to it, as other threads and the consumer would while
+// this thread is preempted.
+func stallPad(t *testing.T, rig *padRig) {
+	t.Helper()
+	code := rig.code[rigPadOff : rigPadOff+len(rig.pad.Code)]
+	load := -1
+	var loadLen int
+	for off := 0; off < len(code); {
+		inst, err := x86asm.Decode(code[off:], 64)
+		if err != nil {
+			break // the expression code's padding
+		}
+		for _, a := range inst.Args[1:] {
+			if m, ok := a.(x86asm.Mem); ok && m.Base == x86asm.R14 && m.Disp == LaneTail {
+				if load >= 0 {
+					t.Fatalf("two loads of LaneTail")
+				}
+				load, loadLen = off, inst.Len
+			}
+		}
+		off += inst.Len
+	}
+	if load < 0 || loadLen < 5 {
+		t.Fatalf("no load of LaneTail of 5 bytes or more in the pad")
+	}
+	orig := append([]byte(nil), code[load:load+loadLen]...)
+	tramp := uintptr(unsafe.Pointer(&rig.code[256]))
+	once := uint64(uintptr(unsafe.Pointer(&rig.tsvs[63])))
+	tc := emit(func(a *asm) {
+		a.push(rAX)
+		a.movImm(rAX, once)
+		a.aluMI(aluCmp, at(rAX, 0), 0)
+		done := a.jcc8(condNE)
+		a.aluMI(aluOr, at(rAX, 0), 1)
+		a.load64(rAX, at(r14, LaneHead))
+		a.aluRI(aluAdd, rAX, 64)
+		a.store64(at(r14, LaneHead), rAX)
+		a.store64(at(r14, LaneTail), rAX)
+		a.here8(done)
+		a.pop(rAX)
+		a.byte1(orig...)
+		a.byte1(0xe9)
+		a.imm32(0)
+	})
+	back := rig.padAddr + uintptr(load+loadLen)
+	binary.LittleEndian.PutUint32(tc[len(tc)-4:], uint32(int32(int64(back)-int64(tramp+uintptr(len(tc))))))
+	copy(rig.code[256:], tc)
+	code[load] = 0xe9
+	binary.LittleEndian.PutUint32(code[load+1:], uint32(int32(int64(tramp)-int64(rig.padAddr+uintptr(load)+5))))
+	for i := load + 5; i < load+loadLen; i++ {
+		code[i] = 0x90
+	}
+}
+
+// TestPadSharedLaneNoSpuriousDrop: threads share the shared lane while a
+// consumer moves its tail up to its head. The lane is larger than all the
+// records of the test, so it can never be full: no hit may be dropped.
+// (The statistical twin of TestPadStaleHead: more threads than CPUs, so
+// that the kernel preempts them anywhere in the pad.)
+func TestPadSharedLaneNoSpuriousDrop(t *testing.T) {
+	if !padKnownBugs {
+		t.Skip("pad.go bug: see TestPadStaleHead (set GOTPSTUB_PAD_KNOWN_BUGS=1)")
+	}
+	const threads, perThread = 8, 200000
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(threads + 1))
+	rig := newPadRig(t, 1, 1<<26) // more than threads*perThread records of 32 bytes
+	rig.install(t, PadSpec{TPIndex: 0})
+	lane := rig.nLanes
+	head, tail := rig.laneField(lane, LaneHead), rig.laneField(lane, LaneTail)
+	var stop atomic.Bool
+	consumer := make(chan struct{})
+	go func() {
+		defer close(consumer)
+		for !stop.Load() {
+			atomic.StoreUint64(tail, atomic.LoadUint64(head)) // the only writer of tail
+		}
+	}()
+	var wg sync.WaitGroup
+	for range threads {
+		st := newTestStack(t)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in := padInput(0)
+			var out [18]uint64
+			for range perThread {
+				callSite(rig.site, &in, &out, st.top)
+			}
+		}()
+	}
+	wg.Wait()
+	stop.Store(true)
+	<-consumer
+	recorded := *head / PadRecordSize(false, 0)
+	t.Logf("%d hits, %d recorded, %d dropped", threads*perThread, recorded, rig.dropped())
+	if d := rig.dropped(); d != 0 || recorded != threads*perThread {
+		t.Errorf("%d hits dropped from a lane that cannot be full", d)
+	}
 }

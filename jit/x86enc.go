@@ -454,3 +454,16 @@ const (
 
 // movFromSreg emits MOV r64, Sreg (REX.W: the selector is zero-extended).
 func (a *asm) movFromSreg(dst gpr, s sreg) { a.opReg(true, []byte{0x8c}, gpr(s), dst, false) }
+
+// rdtsc emits RDTSC (edx:eax = time-stamp counter; upper halves zeroed).
+func (a *asm) rdtsc() { a.byte1(0x0f, 0x31) }
+
+// rdfsbase emits RDFSBASE r64 (F3 REX.W 0F AE /0; needs CR4.FSGSBASE,
+// which the kernel announces with HWCAP2_FSGSBASE).
+func (a *asm) rdfsbase(dst gpr) {
+	rex := byte(0x48)
+	if dst&8 != 0 {
+		rex |= 1
+	}
+	a.byte1(0xf3, rex, 0x0f, 0xae, 0xc0|byte(dst&7))
+}

@@ -1,15 +1,19 @@
 /* threads.c: NTHREADS threads each call hit() HITS_PER_THREAD times.
  *
- * Usage: threads [NTHREADS [HITS_PER_THREAD]] (defaults 4 and 5).
+ * Usage: threads [NTHREADS [HITS_PER_THREAD [PAUSE_EVERY]]] (defaults 4,
+ * 5 and 0). With PAUSE_EVERY > 0 a worker sleeps 2 ms after every
+ * PAUSE_EVERY hits.
  * hit() bumps a global atomic counter; main prints the total after
  * joining every thread and then calls threads_done(). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #define MAX_THREADS 64
 
 int hits_per_thread = 5;
+int pause_every;
 int total_hits;			/* updated atomically */
 pthread_barrier_t start_barrier;
 
@@ -33,8 +37,11 @@ static void *worker(void *arg)
 	int i;
 
 	pthread_barrier_wait(&start_barrier);
-	for (i = 0; i < hits_per_thread; i++)
+	for (i = 0; i < hits_per_thread; i++) {
 		hit(id);
+		if (pause_every > 0 && (i + 1) % pause_every == 0)
+			usleep(2000);
+	}
 	return NULL;
 }
 
@@ -49,6 +56,8 @@ int main(int argc, char **argv)
 		nthreads = atoi(argv[1]);
 	if (argc > 2)
 		hits_per_thread = atoi(argv[2]);
+	if (argc > 3)
+		pause_every = atoi(argv[3]);
 	if (nthreads < 1 || nthreads > MAX_THREADS || hits_per_thread < 0) {
 		fprintf(stderr, "usage: threads [1..%d [HITS]]\n", MAX_THREADS);
 		return 2;

@@ -151,9 +151,12 @@ type Engine struct {
 	installer Installer
 
 	regIndex map[int]int // register number → index in layout.Regs
-	numRegs  int
-	pcReg    int // register number of the PC, -1 if unknown
-	pcOffset int // offset of the PC in the register block, -1 if unknown
+	// fastSlots: register number → place in the register block, for
+	// the registers fast tracepoints deliver (FastHits).
+	fastSlots []regSlot
+	numRegs   int
+	pcReg     int // register number of the PC, -1 if unknown
+	pcOffset  int // offset of the PC in the register block, -1 if unknown
 
 	tps  []*Tracepoint
 	tsvs []*tsv
@@ -169,9 +172,12 @@ type Engine struct {
 	stopTime   int64
 	user       string
 	notes      string
-	stopNote   string
-	disconn    bool
-	ro         []roRange
+	// fastDropped counts the hits the Installer dropped in this run
+	// (SetFastDropped).
+	fastDropped uint64
+	stopNote    string
+	disconn     bool
+	ro          []roRange
 
 	frame *frames.Frame // selected trace frame, nil when none
 
@@ -211,6 +217,7 @@ func NewEngine(cfg Config) *Engine {
 				}
 			}
 		}
+		e.buildFastSlots()
 	}
 	e.tsvs = []*tsv{{num: timestampTSV, name: "trace_timestamp", builtin: true}}
 	e.hit.e = e
@@ -276,6 +283,7 @@ func (e *Engine) Tracepoints() []*Tracepoint {
 // asked for disconnected tracing (QTDisconnected:1), otherwise it stops
 // with reason tdisconnected. The frame selection is dropped either way.
 func (e *Engine) OnDisconnect() {
+	e.sync() // what the inferior collected is kept, whatever happens next
 	e.mu.Lock()
 	e.frame = nil
 	var removed []*Tracepoint
@@ -291,6 +299,7 @@ func (e *Engine) OnDisconnect() {
 // tstop); the frames stay browsable. Nothing is removed from the dead
 // inferior.
 func (e *Engine) OnInferiorExit() {
+	e.sync() // the hits collected before the end become frames
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.running {

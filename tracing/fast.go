@@ -46,6 +46,82 @@ func (e *Engine) syncHit(ctx HitContext) {
 	}
 }
 
+// RunStarter is implemented by an Installer that keeps state across runs
+// (fasttp's lanes): QTStart calls StartRun before installing anything, so
+// nothing of an earlier run (records, counters, errors) leaks into the new
+// one.
+type RunStarter interface {
+	StartRun()
+}
+
+// FastRecord is one hit collected by an Installer (FastHits).
+type FastRecord struct {
+	TP *Tracepoint
+	// Regs holds register values by GDB register number (Regs[n] is
+	// register n, truncated to its size in the layout), or nil when the
+	// hit did not collect registers.
+	Regs []uint64
+	// Blocks are the collected 'M' and 'V' blocks in jit's format.
+	Blocks []byte
+	// Err, when not empty, says the hit failed (condition or collection):
+	// the run stops with terror and this message.
+	Err string
+	// Time is the hit's time-stamp counter value; Thread the thread's
+	// pointer (fs base), 0 when unknown.
+	Time, Thread uint64
+}
+
+// FastHits records hits collected by the Installer, in order, like
+// FastHit and FastHitError one by one but under one lock. Hits after the
+// run stopped (by one of them, or before) are dropped.
+func (e *Engine) FastHits(recs []FastRecord) {
+	if len(recs) == 0 {
+		return
+	}
+	var removed []*Tracepoint
+	e.mu.Lock()
+	for i := range recs {
+		r := &recs[i]
+		if !e.running {
+			break
+		}
+		if !r.TP.installed {
+			continue
+		}
+		if r.Err != "" {
+			removed = append(removed, e.stopLocked(reasonError, r.TP.Num, r.Err)...)
+			break
+		}
+		rm, _ := e.fastHitLocked(r.TP, r.Regs, r.Blocks)
+		removed = append(removed, rm...)
+	}
+	inst := e.installer
+	e.mu.Unlock()
+	removeAll(inst, removed)
+}
+
+// FastPassCount stops the run because tp reached its passcount in the
+// inferior (the hit that reached it may have been dropped).
+func (e *Engine) FastPassCount(tp *Tracepoint) {
+	e.mu.Lock()
+	var removed []*Tracepoint
+	if e.running {
+		removed = e.stopLocked(reasonPassCount, tp.Num, "")
+	}
+	inst := e.installer
+	e.mu.Unlock()
+	removeAll(inst, removed)
+}
+
+// SetFastDropped records how many hits the Installer dropped in this run
+// (its buffers were full, or it could not collect): tstatus shows it in
+// the trace notes.
+func (e *Engine) SetFastDropped(n uint64) {
+	e.mu.Lock()
+	e.fastDropped = n
+	e.mu.Unlock()
+}
+
 // SetFastTracepoints makes Features announce FastTracepoints (gdb then
 // downloads ftrace locations with their F flag). Only set it when the
 // Installer really places fast tracepoints.
@@ -96,16 +172,16 @@ func (e *Engine) fastHitLocked(tp *Tracepoint, regs []uint64, blocks []byte) ([]
 	if tp.collectsRegisters() {
 		block := h.regBlock(nil, 0, false)
 		for num, v := range regs {
-			idx, ok := e.regIndex[num]
-			if !ok {
+			if num >= len(e.fastSlots) {
+				break
+			}
+			sl := e.fastSlots[num]
+			if sl.size == 0 || sl.off+sl.size > len(block) {
 				continue
 			}
-			r := e.layout.Regs[idx]
 			var le [8]byte
 			binary.LittleEndian.PutUint64(le[:], v)
-			if size := r.Size; size <= 8 && r.Offset+size <= len(block) {
-				copy(block[r.Offset:r.Offset+size], le[:size])
-			}
+			copy(block[sl.off:sl.off+sl.size], le[:sl.size])
 		}
 		h.frame.AddRegisters(block)
 	}
@@ -135,6 +211,23 @@ func (e *Engine) FastHitError(tp *Tracepoint, what string) {
 	inst := e.installer
 	e.mu.Unlock()
 	removeAll(inst, removed)
+}
+
+// regSlot is where register n's value goes in the register block (size
+// 0: not in the layout, or wider than 8 bytes).
+type regSlot struct{ off, size int }
+
+// buildFastSlots indexes the layout by register number for FastHits.
+func (e *Engine) buildFastSlots() {
+	for _, r := range e.layout.Regs {
+		if r.Num < 0 || r.Num > 1024 || r.Size > 8 {
+			continue
+		}
+		for len(e.fastSlots) <= r.Num {
+			e.fastSlots = append(e.fastSlots, regSlot{})
+		}
+		e.fastSlots[r.Num] = regSlot{off: r.Offset, size: r.Size}
+	}
 }
 
 // collectsRegisters reports whether tp's actions collect the register

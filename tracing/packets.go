@@ -346,6 +346,12 @@ func (e *Engine) qtStart() []byte {
 	if len(want) > 0 && inst == nil {
 		return errorReply(errors.New("QTStart: no way to install tracepoints"))
 	}
+	if rs, ok := inst.(RunStarter); ok {
+		rs.StartRun()
+	}
+	e.mu.Lock()
+	e.fastDropped = 0
+	e.mu.Unlock()
 	var done []*Tracepoint
 	for _, tp := range want {
 		if err := inst.Install(tp); err != nil {
@@ -404,8 +410,21 @@ func (e *Engine) statusLocked() string {
 	fmt.Fprintf(&b, ";tframes:%x;tcreated:%x;tfree:%x;tsize:%x;circular:%d;disconn:%d;starttime:%x;stoptime:%x;username:%s;notes:%s",
 		e.buf.Count(), e.buf.Created(), e.buf.Free(), e.buf.Size(), circ, disc,
 		uint64(e.startTime), uint64(e.stopTime),
-		hex.EncodeToString([]byte(e.user)), hex.EncodeToString([]byte(e.notes)))
+		hex.EncodeToString([]byte(e.user)), hex.EncodeToString([]byte(e.notesLocked())))
 	return b.String()
+}
+
+// notesLocked is the trace notes gdb set, with the hits the Installer
+// dropped, if any.
+func (e *Engine) notesLocked() string {
+	if e.fastDropped == 0 {
+		return e.notes
+	}
+	drop := fmt.Sprintf("gotpstub: %d fast tracepoint hits dropped (the stub fell behind)", e.fastDropped)
+	if e.notes == "" {
+		return drop
+	}
+	return e.notes + "; " + drop
 }
 
 // qtFrame selects a trace frame: "n", "pc:a", "tdp:n", "range:lo:hi",

@@ -67,8 +67,11 @@ Debug options:
   --debug               Enable general debugging output.
   --remote-debug        Enable remote protocol debugging output.
   --debug-file=FILE     Write debugging output to FILE.
-  --trace-ring-size=N   Bytes of the ring fast tracepoints write to inside
-                        the program (default 16 MiB; a multiple of 4096).
+  --trace-ring-size=N   Bytes of each lane fast tracepoints write to inside
+                        the program (memory shared with the stub; a thread
+                        gets a lane of its own, up to 16; default 16 MiB; a
+                        power of two). A hit that finds its lane full is
+                        dropped and counted in tstatus' notes.
   --debug-format=OPTS   Accepted for compatibility.
   --disable-packet=OPT1[,OPT2,...]
                         Disable support for RSP packets or features.
@@ -124,8 +127,8 @@ func parseArgs(args []string) (*options, error) {
 		case a == "--event-loop-debug", strings.HasPrefix(a, "--debug-format="):
 		case strings.HasPrefix(a, "--trace-ring-size="):
 			n, err := strconv.ParseUint(strings.TrimPrefix(a, "--trace-ring-size="), 0, 64)
-			if err != nil || n < fasttp.MinRingSize || n%4096 != 0 || n > 1<<30 {
-				return o, fmt.Errorf("%s: want a multiple of 4096 between %d and %d bytes", a, fasttp.MinRingSize, 1<<30)
+			if err != nil || n < fasttp.MinRingSize || n&(n-1) != 0 || n > 1<<30 {
+				return o, fmt.Errorf("%s: want a power of two between %d and %d bytes", a, fasttp.MinRingSize, 1<<30)
 			}
 			o.traceRingSize = n
 		case strings.HasPrefix(a, "--debug-file="):

@@ -1,0 +1,226 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// These tests cover the fast-tracepoint data path under load: the stub
+// answers gdb while the lanes overflow, pad failures stop the run without
+// stopping the program, and a new experiment starts clean.
+
+// asyncGDB is a gdb -batch run whose output can be watched while it runs.
+type asyncGDB struct {
+	cmd  *exec.Cmd
+	out  *lockedBuffer
+	done chan struct{}
+}
+
+// startGDB starts gdb on prog with script (sourced from a file).
+func startGDB(t *testing.T, prog, script string) *asyncGDB {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "cmds.gdb")
+	if err := os.WriteFile(f, []byte(script+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), gdbTimeout)
+	g := &asyncGDB{out: &lockedBuffer{}, done: make(chan struct{})}
+	g.cmd = exec.CommandContext(ctx, gdbPath, "-batch", "-nx", "-ex", "set width 0", "-ex", "set height 0",
+		"-ex", "set confirm off", "-ex", "set sysroot /", "-x", f, prog)
+	g.cmd.Stdout, g.cmd.Stderr = g.out, g.out
+	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	g.cmd.Cancel = func() error { return syscall.Kill(-g.cmd.Process.Pid, syscall.SIGKILL) }
+	if err := g.cmd.Start(); err != nil {
+		cancel()
+		t.Fatalf("start gdb: %v", err)
+	}
+	go func() {
+		_ = g.cmd.Wait()
+		cancel()
+		close(g.done)
+	}()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-g.cmd.Process.Pid, syscall.SIGKILL)
+		<-g.done
+	})
+	return g
+}
+
+// wait waits for gdb to exit and returns its output.
+func (g *asyncGDB) wait(t *testing.T) string {
+	t.Helper()
+	select {
+	case <-g.done:
+	case <-time.After(gdbTimeout):
+		t.Fatalf("gdb did not finish; output:\n%s", g.out.String())
+	}
+	t.Logf("gdb output:\n%s", g.out.String())
+	return g.out.String()
+}
+
+func TestFastTraceInterruptUnderLoad(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver needs its in-process agent library for ftrace")
+	}
+	// Four threads hit a fast tracepoint collecting $regs into a small
+	// circular buffer as fast as they can: the lanes overflow all the
+	// time. gdb's ^C must still be answered at once.
+	prog := buildProgram(t, "threads")
+	stub := startStub(t, []string{"--once"}, prog, "4", "2000000000")
+	g := startGDB(t, prog, strings.Join([]string{
+		"target remote " + stub.target(),
+		"break main", "continue",
+		"set circular-trace-buffer on", "set trace-buffer-size 1000000",
+		"ftrace hit", "actions", "collect $regs", "end",
+		"tstart", "continue", "tstatus", "tstop", "kill",
+	}, "\n"))
+	if !waitFor(10*time.Second, func() bool { return strings.Contains(stub.output.String(), "New Thread") || len(g.out.String()) > 0 }) {
+		t.Fatal("gdb did not start")
+	}
+	time.Sleep(1500 * time.Millisecond) // under load
+	sent := time.Now()
+	if err := g.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	var latency time.Duration
+	if waitFor(5*time.Second, func() bool { return strings.Contains(g.out.String(), "received signal SIGINT") }) {
+		latency = time.Since(sent)
+	}
+	out := g.wait(t)
+	if latency == 0 {
+		t.Fatalf("the interrupt was not answered within 5 s")
+	}
+	t.Logf("interrupt answered %v after gdb's SIGINT (gdb's own work included)", latency)
+	if latency > 2*time.Second {
+		t.Errorf("interrupt took %v under tracing load", latency)
+	}
+	mustContain(t, out, "Trace is running on the target.")
+	if n := framesCollected(t, out); n == 0 {
+		t.Errorf("no frames collected under load")
+	}
+}
+
+// failingConditionSession runs threads (4 x hits, paced) with gdb's
+// ftrace at hit() and extra, then the commands in after; the stub must
+// let the program finish.
+func failingConditionSession(t *testing.T, hits int, setup, after string) string {
+	t.Helper()
+	prog := buildProgram(t, "threads")
+	out, stub := traceSessionFlags(t, []string{"--once", "--debug"}, prog, []string{"4", strconv.Itoa(hits), "100"}, setup, "threads_done", after)
+	if !waitFor(5*time.Second, func() bool { return strings.Contains(stub.output.String(), "total hits") }) {
+		t.Fatalf("program did not finish; stub output:\n%s", stub.output.String())
+	}
+	mustContain(t, stub.output.String(), "total hits "+strconv.Itoa(4*hits))
+	return out
+}
+
+func TestFastTraceDivisionByZeroStopsRun(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver needs its in-process agent library for ftrace")
+	}
+	// The condition divides by zero at every hit: the first hit stops the
+	// run with an error that tstatus shows; the program runs on.
+	out := failingConditionSession(t, 2000, `
+ftrace hit if 100/(id-id) > 0`, "")
+	mustMatch(t, out, `Trace stopped by an error \(fast tracepoint 2: division by zero, tracepoint 2\)`)
+	if n := framesCollected(t, out); n != 0 {
+		t.Errorf("%d frames collected from a failing condition", n)
+	}
+}
+
+func TestFastTraceLoopingConditionStopsRun(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver needs its in-process agent library for ftrace")
+	}
+	// gdb never emits a loop, so the tracepoint is sent by hand during the
+	// run: a fast tracepoint whose condition is "goto 0" forever. The
+	// pad's jump budget ends the hit with an error, which stops the run;
+	// the program finishes, every hit of it intact.
+	prog := buildProgram(t, "threads")
+	addr := symbolAddr(t, prog, "hit")
+	stub := startStub(t, []string{"--once", "--debug"}, prog, "4", "2000", "100")
+	script := strings.Join([]string{
+		"target remote " + stub.target(),
+		"break main", "continue",
+		"ftrace all_started",
+		"break threads_done",
+		"tstart",
+		"maint packet QTDP:9:" + addr + ":E:0:0:F5:X4,21000027",
+		"continue", "tstatus",
+	}, "\n")
+	out := runGDB(t, gdbSession{program: prog, commands: []string{script}})
+	if !waitFor(5*time.Second, func() bool { return strings.Contains(stub.output.String(), "total hits") }) {
+		t.Fatalf("program did not finish; stub output:\n%s", stub.output.String())
+	}
+	mustContain(t, stub.output.String(), "total hits 8000", "fast tracepoint 9 at 0x"+addr+": jump pad")
+	mustMatch(t, out, `Trace stopped by an error \(fast tracepoint 9: too many backward jumps \(a loop\?\), tracepoint 9\)`)
+}
+
+func TestFastTraceRestartIsClean(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver needs its in-process agent library for ftrace")
+	}
+	// Run 1 fails at once (division by zero) and leaves error records,
+	// drops and counters behind; run 2, started at a breakpoint after
+	// some hits, must count exactly the hits after it.
+	const nthreads, perThread = 4, 3000
+	prog := buildProgram(t, "threads")
+	stub := startStub(t, []string{"--once", "--debug"}, prog, strconv.Itoa(nthreads), strconv.Itoa(perThread), "100")
+	script := strings.Join([]string{
+		"target remote " + stub.target(),
+		"break main", "continue",
+		"ftrace hit if 100/(id-id) > 0",
+		"tstart",
+		"break hit if total_hits == 2000", "continue",
+		"tstatus",
+		"delete",
+		"ftrace hit", "actions", "collect id", "end",
+		"set trace-buffer-size 33554432",
+		"tstart",
+		"tstatus",
+		`printf "restart at %d\n", total_hits`,
+		"break threads_done", "continue",
+		"tstop", "tstatus",
+	}, "\n")
+	out := runGDB(t, gdbSession{program: prog, commands: []string{script}})
+	mustMatch(t, out, `Trace stopped by an error \(fast tracepoint 2: division by zero, tracepoint 2\)`)
+	m := regexp.MustCompile(`restart at (\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatal("no restart point in the output")
+	}
+	at, _ := strconv.Atoi(m[1])
+	if i := strings.Index(out, "restart at"); !strings.Contains(out[:i], "Trace is running on the target.\nCollected 0 trace frames.") {
+		t.Errorf("the new run did not start empty and running")
+	}
+	after := nthreads*perThread - at
+	frames := framesCollected(t, out)
+	// A thread stopped between its hit's pad and its count in hit() makes
+	// the restart point lag by at most one hit per thread.
+	if frames > after || frames < after-nthreads {
+		t.Errorf("run 2 collected %d frames, want %d (hits after the restart, at most %d fewer)", frames, after, nthreads)
+	}
+	if strings.Contains(out[strings.Index(out, "restart at"):], "error") || droppedHits(out) != 0 {
+		t.Errorf("run 2 inherited an error or drops")
+	}
+}
+
+// symbolAddr returns the hex address (no 0x) of a function of the PIE
+// program prog as gdb sees it when the stub launches it (ASLR off).
+func symbolAddr(t *testing.T, prog, fn string) string {
+	t.Helper()
+	stub := startStub(t, []string{"--once"}, prog, "1", "0")
+	out := runGDB(t, gdbSession{program: prog, commands: []string{"target remote " + stub.target(), "print/x (long)&" + fn, "kill"}})
+	m := regexp.MustCompile(`\$1 = 0x([0-9a-f]+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no address of %s in the output", fn)
+	}
+	return m[1]
+}

@@ -1,0 +1,175 @@
+package fasttp
+
+import (
+	"fmt"
+	"time"
+
+	"gotpstub/jit"
+	"gotpstub/tracing"
+)
+
+// The drainer: a goroutine of the stub that moves the pads' records from
+// the shared lanes into the trace buffer while the program runs, so no hit
+// ever waits for the stub. It also renews the pads' lease and turns what
+// the pads report (a passcount reached, a failure, dropped hits) into the
+// engine's state.
+
+// Drainer pacing: a pass that found records is followed by another at
+// once; idle passes back off to maxIdleSleep.
+const (
+	minIdleSleep = 50 * time.Microsecond
+	maxIdleSleep = 500 * time.Microsecond
+	renewEvery   = leaseSeconds * time.Second / 10
+)
+
+// dropStats are the drop counters last reported to the engine.
+type dropStats struct {
+	full, lease, lost uint64
+	errs              int // drain errors logged
+}
+
+// drainLoop runs until done is closed (the process is gone; Sync still
+// drains what is left).
+func (in *Installer) drainLoop(done <-chan struct{}) {
+	renew := time.NewTicker(renewEvery)
+	defer renew.Stop()
+	sleep := minIdleSleep
+	for {
+		select {
+		case <-done:
+			return
+		case <-renew.C:
+			in.mu.Lock()
+			in.lanes.renewLease()
+			in.mu.Unlock()
+		default:
+		}
+		if in.drainOnce(true) > 0 {
+			sleep = minIdleSleep
+			continue
+		}
+		select {
+		case <-done:
+			return
+		case <-time.After(sleep):
+		}
+		sleep = min(2*sleep, maxIdleSleep)
+	}
+}
+
+// drainOnce moves every committed record to the engine and reports
+// drops and stops; it returns the number of records. async says the
+// caller is the drainer goroutine (the process may be running).
+func (in *Installer) drainOnce(async bool) int {
+	in.drainMu.Lock()
+	defer in.drainMu.Unlock()
+	in.mu.Lock()
+	l := in.lanes
+	in.mu.Unlock()
+	if l == nil {
+		return 0
+	}
+	// The stop words first: a pad sets them after committing its last
+	// record, so that record is drained before the stop is acted on.
+	why, slot := l.takeStop()
+	recs, lost, err := l.drain(in.drained[:0], false)
+	in.drained = recs
+	if err != nil && in.stats.errs < 10 {
+		in.stats.errs++
+		in.logf("fast tracepoints: draining the lanes: %v", err)
+	}
+	hits := in.resolve(recs)
+	in.mu.Lock()
+	in.async = async
+	in.mu.Unlock()
+	in.engine.FastHits(hits)
+	in.reportStop(why, slot)
+	in.reportDrops(l, lost)
+	in.mu.Lock()
+	in.async = false
+	in.mu.Unlock()
+	return len(recs)
+}
+
+// resolve turns records into the engine's hits; records of tracepoints
+// removed since are dropped.
+func (in *Installer) resolve(recs []*RingRecord) []tracing.FastRecord {
+	if len(recs) == 0 {
+		return nil
+	}
+	out := make([]tracing.FastRecord, 0, len(recs))
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, r := range recs {
+		s := in.bySlot[r.TPIndex]
+		if s == nil {
+			continue
+		}
+		h := tracing.FastRecord{TP: s.tp, Blocks: r.Blocks, Time: r.Time, Thread: r.Thread}
+		if r.Flags&jit.RecError != 0 {
+			h.Err = fmt.Sprintf("fast tracepoint %d: %s", s.tp.Num, jitErrText(r.ErrCode))
+		} else if r.HasRegs() {
+			h.Regs = r.Regs[:]
+		}
+		out = append(out, h)
+	}
+	return out
+}
+
+// reportStop tells the engine that a pad stopped tracing (why and slot
+// from the control block's stop words), when the records did not already.
+func (in *Installer) reportStop(why uint64, slot uint32) {
+	if why == 0 {
+		return
+	}
+	in.mu.Lock()
+	s := in.bySlot[slot]
+	in.mu.Unlock()
+	if s == nil {
+		return
+	}
+	switch why {
+	case jit.StopPassCount:
+		in.engine.FastPassCount(s.tp)
+	case jit.StopError:
+		in.engine.FastHitError(s.tp, fmt.Sprintf("fast tracepoint %d: a condition or collection failed (its error record was dropped)", s.tp.Num))
+	}
+}
+
+// reportDrops hands new drop counts to the engine (tstatus notes) and
+// the debug log.
+func (in *Installer) reportDrops(l *lanes, lost uint64) {
+	full, lease := l.dropped()
+	in.mu.Lock()
+	st := &in.stats
+	st.lost += lost
+	changed := full != st.full || lease != st.lease || lost != 0
+	st.full, st.lease = full, lease
+	total, lostAll := st.full+st.lease, st.lost
+	in.mu.Unlock()
+	if !changed {
+		return
+	}
+	in.engine.SetFastDropped(total)
+	in.logf("fast tracepoints: %d hits dropped so far (%d: lanes full, the stub fell behind; %d: no lease from the stub; %d bytes of abandoned records)", total, full, lease, lostAll)
+}
+
+// StartRun prepares a new experiment (tracing.RunStarter): whatever the
+// lanes still hold belongs to the previous one and is discarded, with the
+// drop counters and the stop words; tracepoint slots are reused. Every
+// thread is stopped, none inside a pad.
+func (in *Installer) StartRun() {
+	in.drainMu.Lock()
+	defer in.drainMu.Unlock()
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	in.stats = dropStats{}
+	if in.lanes == nil {
+		return
+	}
+	in.lanes.reset()
+	if len(in.sites) == 0 && len(in.pending) == 0 {
+		in.nextSlot = 0
+		clear(in.bySlot)
+	}
+}

@@ -1,0 +1,168 @@
+package fasttp
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"gotpstub/inferior"
+	"gotpstub/jit"
+	"gotpstub/tdesc"
+	"gotpstub/tracing"
+)
+
+// nopInstaller lets the engine start a run without a process.
+type nopInstaller struct{}
+
+func (nopInstaller) Install(*tracing.Tracepoint) error { return nil }
+func (nopInstaller) Remove(*tracing.Tracepoint) error  { return nil }
+
+// drainRig is an Installer over lanes in ordinary memory (standing in for
+// the shared mapping) feeding a running engine with tracepoint 1 in slot 0.
+type drainRig struct {
+	in    *Installer
+	e     *tracing.Engine
+	lanes *lanes
+}
+
+func newDrainRig(tb testing.TB, laneSize uint64, circular bool, collectRegs bool) *drainRig {
+	tb.Helper()
+	e := tracing.NewEngine(tracing.Config{Layout: tdesc.AMD64Linux(false), Installer: nopInstaller{}})
+	action := ""
+	if collectRegs {
+		action = "-"
+	}
+	pkts := []string{"QTinit", "QTDP:1:401000:E:0:0" + action}
+	if collectRegs {
+		pkts = append(pkts, "QTDP:-1:401000:R03")
+	}
+	pkts = append(pkts, "QTBuffer:size:4000000")
+	if circular {
+		pkts = append(pkts, "QTBuffer:circular:1")
+	}
+	pkts = append(pkts, "QTStart")
+	for _, p := range pkts {
+		if r, _ := e.HandlePacket([]byte(p)); string(r) != "OK" {
+			tb.Fatalf("%s: %s", p, r)
+		}
+	}
+	n := ownedLanes + 1
+	mem := &inferior.SharedMemory{Addr: 0x10000000, Data: make([]byte, ctlBytes+uint64(n)*laneSize)}
+	l := &lanes{mem: mem, laneSize: laneSize, tails: make([]uint64, n), scratch: make([][]RingRecord, n)}
+	in := &Installer{engine: e, logf: tb.Logf, lanes: l, bySlot: map[uint32]*jumpSite{0: {tp: e.Tracepoints()[0]}}}
+	return &drainRig{in: in, e: e, lanes: l}
+}
+
+// fill writes n committed records into lane i the way pads do (head
+// advanced) and returns the cursor after them.
+func (r *drainRig) fill(lane, n int, regs bool, time uint64) {
+	c := r.lanes.ctl()
+	h := laneHdr(lane)
+	head := load64(c, h+jit.LaneHead)
+	d := r.lanes.data(lane)
+	for range n {
+		size := jit.PadRecordSize(regs, 0)
+		off := head & (r.lanes.laneSize - 1)
+		if off+size > r.lanes.laneSize {
+			putHeader(d, off, uint32(r.lanes.laneSize-off), 0, 0, jit.RecSkip, 0)
+			head += r.lanes.laneSize - off
+			off = 0
+		}
+		putRecord(d, off, 0, regs, 1, nil, time)
+		time++
+		head += size
+	}
+	store64(c, h+jit.LaneHead, head)
+}
+
+func TestDrainIntoEngine(t *testing.T) {
+	r := newDrainRig(t, 64<<10, false, true)
+	r.fill(0, 100, true, 10)
+	r.fill(3, 50, true, 5)
+	r.fill(ownedLanes, 7, true, 1000) // the shared lane
+	if n := r.in.drainOnce(false); n != 157 {
+		t.Fatalf("drained %d records, want 157", n)
+	}
+	if reply, _ := r.e.HandlePacket([]byte("qTStatus")); !strings.Contains(string(reply), ";tframes:9d;") {
+		t.Errorf("qTStatus %s, want 157 (0x9d) frames", reply)
+	}
+	// Consumed bytes are zeroed and the tails published.
+	c := r.lanes.ctl()
+	for _, lane := range []int{0, 3, ownedLanes} {
+		if load64(c, laneHdr(lane)+jit.LaneTail) != load64(c, laneHdr(lane)+jit.LaneHead) {
+			t.Errorf("lane %d: tail not published", lane)
+		}
+		for i, b := range r.lanes.data(lane) {
+			if b != 0 {
+				t.Fatalf("lane %d: byte %d not zeroed", lane, i)
+			}
+		}
+	}
+}
+
+func TestDrainReportsDropsAndStops(t *testing.T) {
+	r := newDrainRig(t, 64<<10, false, false)
+	c := r.lanes.ctl()
+	store64(c, laneHdr(2)+jit.LaneDropped, 40)
+	store64(c, jit.CtlLeaseSkips, 2)
+	r.fill(2, 5, false, 1)
+	r.in.drainOnce(false)
+	reply, _ := r.e.HandlePacket([]byte("qTStatus"))
+	if !strings.Contains(string(reply), fmt.Sprintf("%x", "gotpstub: 42 fast tracepoint hits dropped")) {
+		t.Errorf("qTStatus %s does not note 42 dropped hits", reply)
+	}
+	// A pad reached the passcount (its record was dropped): the run stops.
+	store64(c, jit.CtlStopTP, 0)
+	store64(c, jit.CtlStopWhy, jit.StopPassCount)
+	r.in.drainOnce(false)
+	if r.e.Running() {
+		t.Fatal("run still active after a pad reported the passcount")
+	}
+	if reply, _ := r.e.HandlePacket([]byte("qTStatus")); !strings.Contains(string(reply), "tpasscount:1") {
+		t.Errorf("qTStatus %s, want tpasscount:1", reply)
+	}
+}
+
+func TestStartRunDiscardsOldRecords(t *testing.T) {
+	r := newDrainRig(t, 64<<10, false, false)
+	r.fill(1, 10, false, 1)
+	store64(r.lanes.ctl(), laneHdr(1)+jit.LaneDropped, 3)
+	r.in.StartRun()
+	if n := r.in.drainOnce(false); n != 0 {
+		t.Errorf("drained %d stale records after StartRun", n)
+	}
+	c := r.lanes.ctl()
+	if load64(c, laneHdr(1)+jit.LaneHead) != 0 || load64(c, laneHdr(1)+jit.LaneDropped) != 0 {
+		t.Errorf("lane cursors or drops not reset")
+	}
+	for i, b := range r.lanes.data(1) {
+		if b != 0 {
+			t.Fatalf("byte %d of the lane not zeroed", i)
+		}
+	}
+}
+
+// BenchmarkDrain measures the drainer: records per second from the lanes
+// into the trace buffer, in batches of a quarter lane, without and with
+// registers, into a circular buffer (dropping its oldest frames: a linear
+// one would fill and stop the run).
+func BenchmarkDrain(b *testing.B) {
+	for _, c := range []struct{ regs, circular bool }{{false, true}, {true, true}} {
+		regs, circular := c.regs, c.circular
+		b.Run(fmt.Sprintf("regs=%v/circular=%v", regs, circular), func(b *testing.B) {
+			const laneSize = 1 << 20
+			r := newDrainRig(b, laneSize, circular, regs)
+			batch := int(laneSize / 4 / jit.PadRecordSize(regs, 0))
+			b.ResetTimer()
+			total := 0
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				r.fill(0, batch, regs, uint64(i*batch))
+				b.StartTimer()
+				total += r.in.drainOnce(false)
+			}
+			b.ReportMetric(float64(total)/b.Elapsed().Seconds(), "records/s")
+			b.ReportMetric(b.Elapsed().Seconds()*1e9/float64(total), "ns/record")
+		})
+	}
+}

@@ -1,0 +1,194 @@
+package fasttp
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+
+	"gotpstub/inferior"
+	"gotpstub/jit"
+)
+
+// Layout of the memory the stub shares with the inferior: the control
+// block (jit.Ctl*, with the lane headers and the tracepoint table), then
+// the lanes' data, each laneSize bytes.
+const (
+	// ownedLanes is the number of lanes threads can own (jit.PadSpec.Lanes);
+	// one more is shared by the others.
+	ownedLanes = 16
+	// ctlBytes is the control block, rounded to pages.
+	ctlBytes = (jit.CtlTPs + maxSlots*jit.CtlTPSize + 4095) &^ 4095
+	// leaseSeconds is how long pads keep collecting without hearing from
+	// the stub: the drainer renews the lease ten times as often. Once it
+	// has run out (the stub died or hangs), pads skip every hit.
+	leaseSeconds = 2
+)
+
+// lanes is the stub's view of the shared memory.
+type lanes struct {
+	mem      *inferior.SharedMemory
+	laneSize uint64
+	tails    []uint64 // the stub's consumer cursor of each lane (mirrors LaneTail)
+	scratch  [][]RingRecord
+}
+
+// ctl returns the control block.
+func (l *lanes) ctl() []byte { return l.mem.Data[:ctlBytes] }
+
+// hdr returns lane i's header offset in the control block.
+func laneHdr(i int) uint64 { return uint64(jit.CtlLanes + i*jit.LaneHdrSize) }
+
+// data returns lane i's data.
+func (l *lanes) data(i int) []byte {
+	off := ctlBytes + uint64(i)*l.laneSize
+	return l.mem.Data[off : off+l.laneSize]
+}
+
+// mapLanes creates the shared memory in p and initialises the control
+// block: inactive, lease renewed, lanes empty.
+func mapLanes(p *inferior.Process, laneSize uint64) (*lanes, error) {
+	n := ownedLanes + 1
+	mem, err := p.MapShared(int(ctlBytes + uint64(n)*laneSize))
+	if err != nil {
+		return nil, fmt.Errorf("mapping the trace lanes: %w", err)
+	}
+	l := &lanes{mem: mem, laneSize: laneSize, tails: make([]uint64, n), scratch: make([][]RingRecord, n)}
+	c := l.ctl()
+	binary.LittleEndian.PutUint64(c[jit.CtlPid:], uint64(p.Pid()))
+	for i := range n {
+		h := laneHdr(i)
+		binary.LittleEndian.PutUint64(c[h+jit.LaneBase:], mem.Addr+ctlBytes+uint64(i)*laneSize)
+		binary.LittleEndian.PutUint64(c[h+jit.LaneSize:], laneSize)
+	}
+	l.renewLease()
+	return l, nil
+}
+
+// renewLease lets the pads collect for leaseSeconds more.
+func (l *lanes) renewLease() {
+	store64(l.ctl(), jit.CtlDeadline, rdtsc()+leaseSeconds*tscPerSecond())
+}
+
+// setActive switches collection in every pad on or off.
+func (l *lanes) setActive(on bool) {
+	v := uint64(0)
+	if on {
+		v = 1
+	}
+	store64(l.ctl(), jit.CtlActive, v)
+}
+
+// writeSlot initialises tracepoint table entry slot.
+func (l *lanes) writeSlot(slot uint32, passcount uint64) {
+	off := uint64(jit.CtlTPs) + uint64(slot)*jit.CtlTPSize
+	c := l.ctl()
+	store64(c, off+jit.TPHits, 0)
+	store64(c, off+jit.TPErrors, 0)
+	store64(c, off+jit.TPPassCount, passcount)
+}
+
+// reset empties every lane and clears the counters and stop words, for a
+// new experiment. No thread may be inside a pad (all stopped, none in a
+// pad's memory) and everything wanted must have been drained.
+func (l *lanes) reset() {
+	c := l.ctl()
+	for i := range l.tails {
+		h := laneHdr(i)
+		head := load64(c, h+jit.LaneHead)
+		l.zero(i, l.tails[i], head)
+		store64(c, h+jit.LaneHead, 0)
+		store64(c, h+jit.LaneTail, 0)
+		store64(c, h+jit.LaneDropped, 0)
+		l.tails[i] = 0
+	}
+	store64(c, jit.CtlStopWhy, 0)
+	store64(c, jit.CtlStopTP, 0)
+	store64(c, jit.CtlLeaseSkips, 0)
+}
+
+// zero clears lane i's bytes between cursors from and to.
+func (l *lanes) zero(i int, from, to uint64) {
+	rs, err := ConsumedRanges(l.laneSize, from, min(to, from+l.laneSize))
+	if err != nil {
+		return
+	}
+	d := l.data(i)
+	for _, r := range rs {
+		clear(d[r[0]:r[1]])
+	}
+}
+
+// drain consumes every committed record of every lane and returns them
+// merged by time (each lane's order kept). quiescent says no thread can be
+// writing (all stopped outside the pads): a record still uncommitted then
+// was abandoned (its thread died in the pad) and the rest of its lane is
+// discarded, counted in the returned lost bytes.
+func (l *lanes) drain(out []*RingRecord, quiescent bool) ([]*RingRecord, uint64, error) {
+	c := l.ctl()
+	var firstErr error
+	var lost uint64
+	for i := range l.tails {
+		h := laneHdr(i)
+		head := load64(c, h+jit.LaneHead)
+		tail := l.tails[i]
+		if head == tail {
+			l.scratch[i] = l.scratch[i][:0]
+			continue
+		}
+		recs, newTail, err := ParseLane(l.data(i), tail, head, l.scratch[i][:0])
+		l.scratch[i] = recs
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("lane %d: %w", i, err)
+		}
+		if (err != nil || quiescent) && newTail < head {
+			// Corrupt or abandoned: drop the rest of the lane.
+			lost += head - newTail
+			newTail = head
+		}
+		for j := range recs {
+			recs[j].Lane = i
+		}
+		l.zero(i, tail, newTail)
+		store64(c, h+jit.LaneTail, newTail)
+		l.tails[i] = newTail
+	}
+	return mergeByTime(l.scratch, out), lost, firstErr
+}
+
+// dropped returns the hits the pads dropped: lanes full, lease run out.
+func (l *lanes) dropped() (full, lease uint64) {
+	c := l.ctl()
+	for i := range l.tails {
+		full += load64(c, laneHdr(i)+jit.LaneDropped)
+	}
+	return full, load64(c, jit.CtlLeaseSkips)
+}
+
+// stopped returns why a pad stopped tracing (0: none) and the slot,
+// clearing the stop words.
+func (l *lanes) takeStop() (why uint64, slot uint32) {
+	c := l.ctl()
+	why = load64(c, jit.CtlStopWhy)
+	if why == 0 {
+		return 0, 0
+	}
+	slot = uint32(load64(c, jit.CtlStopTP))
+	store64(c, jit.CtlStopWhy, 0)
+	return why, slot
+}
+
+// hasFSBase reports whether threads of process pid may use rdfsbase: the
+// kernel's AT_HWCAP2 has HWCAP2_FSGSBASE.
+func hasFSBase(pid int) bool {
+	auxv, err := os.ReadFile(fmt.Sprintf("/proc/%d/auxv", pid))
+	if err != nil {
+		return false
+	}
+	const atHWCap2, hwcap2FSGSBase = 26, 1 << 1
+	for i := 0; i+16 <= len(auxv); i += 16 {
+		if binary.LittleEndian.Uint64(auxv[i:]) == atHWCap2 {
+			return binary.LittleEndian.Uint64(auxv[i+8:])&hwcap2FSGSBase != 0
+		}
+	}
+	return false
+}

@@ -1,0 +1,145 @@
+package inferior
+
+import (
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// SharedMemory is memory mapped both in the process and in the stub: the
+// same pages, so the stub reads what the process writes without a system
+// call and without stopping it. Data is the stub's view; Addr is where the
+// process sees it.
+type SharedMemory struct {
+	Addr uint64
+	Data []byte
+}
+
+// Close unmaps the stub's view (the process keeps its own).
+func (m *SharedMemory) Close() error {
+	if m == nil || m.Data == nil {
+		return nil
+	}
+	err := unix.Munmap(m.Data)
+	m.Data = nil
+	return err
+}
+
+// memfdName is the name the process's memfd shows in /proc/PID/maps
+// ("/memfd:gotpstub-trace (deleted)").
+const memfdName = "gotpstub-trace\x00"
+
+// MapShared creates size bytes of memory shared between the process and
+// the stub, zero-filled: a memfd created in the process (memfd_create,
+// ftruncate, mmap MAP_SHARED read-write, then close: the process keeps
+// only the mapping, not a file descriptor), opened by the stub through
+// /proc/PID/fd and mapped here too. The memfd is close-on-exec; a fork
+// child inherits the mapping (its code patches are removed, so it does
+// not write to it). Every thread must be stopped.
+func (p *Process) MapShared(size int) (*SharedMemory, error) {
+	var m *SharedMemory
+	err := p.do(func() error {
+		var err error
+		m, err = p.mapShared(size)
+		return err
+	})
+	return m, err
+}
+
+func (p *Process) mapShared(size int) (*SharedMemory, error) {
+	if size <= 0 || size > 1<<34 || size%pageSize != 0 {
+		return nil, fmt.Errorf("shared memory: bad size %d", size)
+	}
+	t, err := p.anyStoppedThread()
+	if err != nil {
+		return nil, fmt.Errorf("shared memory: %w", err)
+	}
+	call := func(what string, nr uintptr, args ...uint64) (uint64, error) {
+		res, err := p.injectSyscall(t, nr, args...)
+		if err != nil {
+			return 0, fmt.Errorf("shared memory: %s: %w", what, err)
+		}
+		if int64(res) < 0 && int64(res) > -4096 {
+			return 0, fmt.Errorf("shared memory: %s in the process: %w", what, unix.Errno(-int64(res)))
+		}
+		return res, nil
+	}
+	fd, err := p.memfdCreate(t, call)
+	if err != nil {
+		return nil, err
+	}
+	closeFd := func() { _, _ = call("close", unix.SYS_CLOSE, fd) }
+	if _, err := call("ftruncate", unix.SYS_FTRUNCATE, fd, uint64(size)); err != nil {
+		closeFd()
+		return nil, err
+	}
+	addr, err := call("mmap", unix.SYS_MMAP, 0, uint64(size),
+		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED, fd, 0)
+	if err != nil {
+		closeFd()
+		return nil, err
+	}
+	data, err := mapProcessFd(p.pid, int(fd), size)
+	closeFd()
+	if err != nil {
+		_, _ = call("munmap", unix.SYS_MUNMAP, addr, uint64(size))
+		return nil, err
+	}
+	return &SharedMemory{Addr: addr, Data: data}, nil
+}
+
+// memfdCreate runs memfd_create in the process, with the name written on
+// the thread's stack below its red zone (and restored afterwards).
+func (p *Process) memfdCreate(t *thread, call func(string, uintptr, ...uint64) (uint64, error)) (uint64, error) {
+	var regs unix.PtraceRegs
+	if err := unix.PtraceGetRegs(t.tid, &regs); err != nil {
+		return 0, fmt.Errorf("shared memory: reading registers: %w", err)
+	}
+	nameAddr := (regs.Rsp - 512) &^ 15
+	saved := make([]byte, len(memfdName))
+	if _, err := p.readRaw(nameAddr, saved); err != nil {
+		return 0, fmt.Errorf("shared memory: reading the stack: %w", err)
+	}
+	if err := p.writeRaw(nameAddr, []byte(memfdName)); err != nil {
+		return 0, fmt.Errorf("shared memory: writing the stack: %w", err)
+	}
+	fd, err := call("memfd_create", unix.SYS_MEMFD_CREATE, nameAddr, unix.MFD_CLOEXEC)
+	if werr := p.writeRaw(nameAddr, saved); werr != nil && err == nil {
+		err = fmt.Errorf("shared memory: restoring the stack: %w", werr)
+	}
+	return fd, err
+}
+
+// mapProcessFd maps the process's file descriptor fd into the stub.
+func mapProcessFd(pid, fd, size int) ([]byte, error) {
+	f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/%d", pid, fd), os.O_RDWR, 0)
+	if err != nil {
+		return nil, fmt.Errorf("shared memory: %w", err)
+	}
+	defer f.Close()
+	data, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("shared memory: mapping it in the stub: %w", err)
+	}
+	return data, nil
+}
+
+// anyStoppedThread returns a stopped live thread, the leader when it is one.
+func (p *Process) anyStoppedThread() (*thread, error) {
+	if p.exitEvent != nil {
+		return nil, ErrExited
+	}
+	if lt := p.threads[p.pid]; lt != nil && lt.stopped && !lt.zombie {
+		return lt, nil
+	}
+	for _, c := range p.threads {
+		if c.stopped && !c.zombie {
+			return c, nil
+		}
+	}
+	return nil, fmt.Errorf("no stopped thread: %w", ErrRunning)
+}
+
+// Done is closed when the Process is closed (its ptrace goroutine ended).
+func (p *Process) Done() <-chan struct{} { return p.done }
