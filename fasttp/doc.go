@@ -45,8 +45,8 @@
 // # Hit path (jit.BuildJumpPadAMD64, see jit's package doc)
 //
 // The pad steps below the 128-byte red zone, saves flags and the 16 GPRs,
-// clears DF, leaves at once when collection is off (CtlActive) or the
-// stub's lease has run out, reads the time-stamp counter, runs the
+// clears DF, leaves at once when collection is off (CtlActive) or no
+// stub is alive (CtlStubAlive), reads the time-stamp counter, runs the
 // compiled condition, finds the thread's lane (rdfsbase: a thread claims
 // a lane of its own on its first hit), reserves a record there with lock
 // cmpxchg, writes a 32-byte header (tracepoint, time, thread), the
@@ -78,11 +78,13 @@
 // shared memory outlives the process, so nothing collected is lost). New
 // drop counts go to the engine (tstatus' notes) and the --debug log.
 //
-// The lease: the drainer renews CtlDeadline (a time-stamp counter value
-// two seconds ahead) five times a second. If the stub dies or hangs, pads
-// skip every hit after at most two seconds, so no fault-recovering load
-// runs without the stub that would catch its fault; the program runs on.
-//
+// The stub's death: the control block's CtlStubAlive word holds the id of
+// the stub's ptrace thread and is registered in that thread's robust futex
+// list (inferior.Process.MarkTracerAlive). When the thread ends — the stub
+// exits, crashes or is SIGKILLed — the kernel clears the id, and from the
+// next hit on the pads skip everything (no fault-recovering load runs
+// without the stub that would catch its fault). The program runs on.
+
 // At QTStart (StartRun) the lanes are emptied, counters and stop words
 // cleared and tracepoint slots reused, so a new experiment never sees an
 // earlier one's records or errors.

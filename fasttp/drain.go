@@ -10,8 +10,7 @@ import (
 
 // The drainer: a goroutine of the stub that moves the pads' records from
 // the shared lanes into the trace buffer while the program runs, so no hit
-// ever waits for the stub. It also renews the pads' lease and turns what
-// the pads report (a passcount reached, a failure, dropped hits) into the
+// ever waits for the stub. It turns what the pads report (a passcount reached, a failure, dropped hits) into the
 // engine's state.
 
 // Drainer pacing: a pass that found records is followed by another at
@@ -19,31 +18,19 @@ import (
 const (
 	minIdleSleep = 50 * time.Microsecond
 	maxIdleSleep = 500 * time.Microsecond
-	renewEvery   = leaseSeconds * time.Second / 10
 )
 
 // dropStats are the drop counters last reported to the engine.
 type dropStats struct {
-	full, lease, lost uint64
+	full, noStub, lost uint64
 	errs              int // drain errors logged
 }
 
 // drainLoop runs until done is closed (the process is gone; Sync still
 // drains what is left).
 func (in *Installer) drainLoop(done <-chan struct{}) {
-	renew := time.NewTicker(renewEvery)
-	defer renew.Stop()
 	sleep := minIdleSleep
 	for {
-		select {
-		case <-done:
-			return
-		case <-renew.C:
-			in.mu.Lock()
-			in.lanes.renewLease()
-			in.mu.Unlock()
-		default:
-		}
 		if in.drainOnce(true) > 0 {
 			sleep = minIdleSleep
 			continue
@@ -139,19 +126,19 @@ func (in *Installer) reportStop(why uint64, slot uint32) {
 // reportDrops hands new drop counts to the engine (tstatus notes) and
 // the debug log.
 func (in *Installer) reportDrops(l *lanes, lost uint64) {
-	full, lease := l.dropped()
+	full, noStub := l.dropped()
 	in.mu.Lock()
 	st := &in.stats
 	st.lost += lost
-	changed := full != st.full || lease != st.lease || lost != 0
-	st.full, st.lease = full, lease
-	total, lostAll := st.full+st.lease, st.lost
+	changed := full != st.full || noStub != st.noStub || lost != 0
+	st.full, st.noStub = full, noStub
+	total, lostAll := st.full+st.noStub, st.lost
 	in.mu.Unlock()
 	if !changed {
 		return
 	}
 	in.engine.SetFastDropped(total)
-	in.logf("fast tracepoints: %d hits dropped so far (%d: lanes full, the stub fell behind; %d: no lease from the stub; %d bytes of abandoned records)", total, full, lease, lostAll)
+	in.logf("fast tracepoints: %d hits dropped so far (%d: lanes full, the stub fell behind; %d: no stub; %d bytes of abandoned records)", total, full, noStub, lostAll)
 }
 
 // StartRun prepares a new experiment (tracing.RunStarter): whatever the

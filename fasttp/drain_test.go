@@ -104,7 +104,7 @@ func TestDrainReportsDropsAndStops(t *testing.T) {
 	r := newDrainRig(t, 64<<10, false, false)
 	c := r.lanes.ctl()
 	store64(c, laneHdr(2)+jit.LaneDropped, 40)
-	store64(c, jit.CtlLeaseSkips, 2)
+	store64(c, jit.CtlStubGoneSkips, 2)
 	r.fill(2, 5, false, 1)
 	r.in.drainOnce(false)
 	reply, _ := r.e.HandlePacket([]byte("qTStatus"))

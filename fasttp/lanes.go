@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"unsafe"
 
 	"gotpstub/inferior"
 	"gotpstub/jit"
@@ -18,10 +19,6 @@ const (
 	ownedLanes = 16
 	// ctlBytes is the control block, rounded to pages.
 	ctlBytes = (jit.CtlTPs + maxSlots*jit.CtlTPSize + 4095) &^ 4095
-	// leaseSeconds is how long pads keep collecting without hearing from
-	// the stub: the drainer renews the lease ten times as often. Once it
-	// has run out (the stub died or hangs), pads skip every hit.
-	leaseSeconds = 2
 )
 
 // lanes is the stub's view of the shared memory.
@@ -45,7 +42,9 @@ func (l *lanes) data(i int) []byte {
 }
 
 // mapLanes creates the shared memory in p and initialises the control
-// block: inactive, lease renewed, lanes empty.
+// block: inactive, lanes empty, the stub's liveness word tied to p's
+// tracer thread (when the stub ends, however it ends, the kernel clears
+// it and the pads skip every hit).
 func mapLanes(p *inferior.Process, laneSize uint64) (*lanes, error) {
 	n := ownedLanes + 1
 	mem, err := p.MapShared(int(ctlBytes + uint64(n)*laneSize))
@@ -60,13 +59,11 @@ func mapLanes(p *inferior.Process, laneSize uint64) (*lanes, error) {
 		binary.LittleEndian.PutUint64(c[h+jit.LaneBase:], mem.Addr+ctlBytes+uint64(i)*laneSize)
 		binary.LittleEndian.PutUint64(c[h+jit.LaneSize:], laneSize)
 	}
-	l.renewLease()
+	if err := p.MarkTracerAlive((*uint32)(unsafe.Pointer(&c[jit.CtlStubAlive]))); err != nil {
+		_ = mem.Close()
+		return nil, err
+	}
 	return l, nil
-}
-
-// renewLease lets the pads collect for leaseSeconds more.
-func (l *lanes) renewLease() {
-	store64(l.ctl(), jit.CtlDeadline, rdtsc()+leaseSeconds*tscPerSecond())
 }
 
 // setActive switches collection in every pad on or off.
@@ -103,7 +100,7 @@ func (l *lanes) reset() {
 	}
 	store64(c, jit.CtlStopWhy, 0)
 	store64(c, jit.CtlStopTP, 0)
-	store64(c, jit.CtlLeaseSkips, 0)
+	store64(c, jit.CtlStubGoneSkips, 0)
 }
 
 // zero clears lane i's bytes between cursors from and to.
@@ -155,13 +152,13 @@ func (l *lanes) drain(out []*RingRecord, quiescent bool) ([]*RingRecord, uint64,
 	return mergeByTime(l.scratch, out), lost, firstErr
 }
 
-// dropped returns the hits the pads dropped: lanes full, lease run out.
-func (l *lanes) dropped() (full, lease uint64) {
+// dropped returns the hits the pads dropped: lanes full, no stub.
+func (l *lanes) dropped() (full, noStub uint64) {
 	c := l.ctl()
 	for i := range l.tails {
 		full += load64(c, laneHdr(i)+jit.LaneDropped)
 	}
-	return full, load64(c, jit.CtlLeaseSkips)
+	return full, load64(c, jit.CtlStubGoneSkips)
 }
 
 // stopped returns why a pad stopped tracing (0: none) and the slot,

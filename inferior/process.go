@@ -32,6 +32,9 @@ type Process struct {
 	done      chan struct{}
 	closeOnce sync.Once
 	tracerTid int // the ptrace goroutine's OS thread
+	// robust is the tracer thread's robust futex list (MarkTracerAlive),
+	// kept referenced for the kernel.
+	robust *robustList
 
 	// tids is a snapshot of the live threads for callers that must not
 	// queue behind the ptrace goroutine (Threads, Interrupt).

@@ -3,6 +3,8 @@ package inferior
 import (
 	"fmt"
 	"os"
+	"sync/atomic"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -143,3 +145,53 @@ func (p *Process) anyStoppedThread() (*thread, error) {
 
 // Done is closed when the Process is closed (its ptrace goroutine ended).
 func (p *Process) Done() <-chan struct{} { return p.done }
+
+// FutexOwnerDied and FutexTIDMask are the kernel's robust-futex bits: when
+// a thread whose robust list names a word holding its thread id ends, the
+// kernel stores FutexOwnerDied there (the id bits cleared).
+const (
+	FutexOwnerDied = 0x40000000
+	FutexTIDMask   = 0x3fffffff
+)
+
+// robustList is a robust futex list of one entry (struct robust_list_head
+// followed by one struct robust_list), in Go memory that the Process keeps
+// referenced: the kernel reads it when the thread ends.
+type robustList struct {
+	next, futexOffset, pending uintptr // the head
+	entry                      uintptr // the entry: next = &head
+}
+
+// MarkTracerAlive stores the tracer thread's id in the 32-bit word and
+// ties the word to that thread: whenever the thread ends — the stub
+// exits, crashes or is killed — the kernel clears the id and sets
+// FutexOwnerDied (robust futex semantics). A word in SharedMemory.Data
+// thus tells code running in the process whether its tracer lives,
+// without any system call. Only the last word given is tied.
+func (p *Process) MarkTracerAlive(word *uint32) error {
+	return p.do(func() error {
+		rl, err := tieWordToThread(word)
+		if err != nil {
+			return fmt.Errorf("marking the tracer alive: %w", err)
+		}
+		p.robust = rl
+		return nil
+	})
+}
+
+// tieWordToThread registers word in the calling thread's robust list
+// (replacing any list it had: the Go runtime registers none) and stores
+// the thread's id in it.
+func tieWordToThread(word *uint32) (*robustList, error) {
+	rl := &robustList{}
+	head := uintptr(unsafe.Pointer(rl))
+	rl.next = uintptr(unsafe.Pointer(&rl.entry))
+	rl.futexOffset = uintptr(unsafe.Pointer(word)) - rl.next
+	rl.entry = head
+	atomic.StoreUint32(word, uint32(unix.Gettid()))
+	if _, _, e := unix.RawSyscall(unix.SYS_SET_ROBUST_LIST, head, 24, 0); e != 0 {
+		atomic.StoreUint32(word, 0)
+		return nil, e
+	}
+	return rl, nil
+}

@@ -196,76 +196,136 @@
 // BuildJumpPadAMD64(PadSpec) generates the per-tracepoint jump pad a fast
 // tracepoint's jmp rel32 leads to. It depends on its position only through
 // PadSpec.Addr (the rel32 to TailAddr) and embeds the control block's
-// absolute address. Shared state is the control block (one per process,
-// Ctl* offsets, 8-byte fields):
+// absolute address. A pad never traps: a full lane drops the hit, and a
+// reached passcount or a failure clears CtlActive for the stub to notice.
+// Shared state is the control block (one per process, Ctl* offsets,
+// 8-byte little-endian fields) and the lanes it describes:
 //
-//	+0  active     nonzero: collect; 0: the pad goes straight to Skip
-//	+8  ringbase   address of the ring data
-//	+16 ringsize   bytes, a multiple of 16
-//	+24 head       reservation cursor (bytes, monotonic; pads: lock cmpxchg)
-//	+32 tail       consumer cursor (bytes, monotonic; written by the stub only)
-//	+40 tsvs       int64 array indexed by trace state variable number
-//	+48 ntsvs      its length
-//	+56 pid        the inferior's pid (ctx pid of the expression code)
-//	+64 tracepoint table: entry i at 64 + 32*i: +0 hits (lock xadd when the
-//	    condition holds), +8 passcount (0: none), +16 errors, +24 reserved
+//	+0    active      nonzero: collect; 0: the pad goes straight to Skip
+//	+8    stubalive   u32: the stub's tracer thread id; the stub registers it in
+//	                  that thread's robust futex list, so the kernel clears
+//	                  the id bits (StubTIDMask) when the stub ends
+//	+16   tsvs        int64 array indexed by trace state variable number
+//	+24   ntsvs       its length
+//	+32   pid         the inferior's pid (ctx pid of the expression code)
+//	+64   stopwhy     StopPassCount or StopError, from the pad that
+//	                  cleared active
+//	+72   stoptp      that pad's tracepoint index
+//	+80   stubgone    hits skipped because no stub was alive (lock add)
+//	+128  owners      MaxLanes (64) thread pointers (fs base), 0 = free:
+//	                  entry i owns lane i
+//	+768  lanes       lane i's header at CtlLanes + 256*i, i = 0..MaxLanes;
+//	                  lane PadSpec.Lanes is the shared lane
+//	CtlTPs            tracepoint table (768 + 65*256): entry i at
+//	                  CtlTPs + 32*i: +0 hits (TPHits), +8 passcount
+//	                  (TPPassCount, 0: none), +16 errors (TPErrors)
+//
+// A lane header (LaneHdrSize = 256 bytes) holds +0 head (reservation
+// cursor in bytes, monotonic; pads advance it with lock cmpxchg), +8
+// dropped (hits dropped because the lane was full; lock add), +16 base
+// (address of the lane's data), +24 size (bytes, a power of two), and, on
+// a cache line of its own, +128 tail (the consumer's cursor, written by
+// the stub only). PadSpec.Lanes (a power of two, at most MaxLanes) is the
+// number of lanes threads may own; lane Lanes is shared by the others.
 //
 // What the pad does: lea rsp,[rsp-128] (below the red zone, flags
 // untouched), pushfq, push the 15 other GPRs, build the PadRegs register
 // block on the stack (rsp = the thread's rsp at the tracepoint, rip =
 // TPAddr, eflags as at the tracepoint, segment selectors), cld, align rsp
-// to 16 and put a fresh zeroed ctx below it for every expression call
-// (tsvs, ntsvs, pid from the control block; collection: frame = the
-// record's block area, framecap = CollectCap, frameused carried from one
-// Collect to the next). The Cond and Collect code is copied after the pad
-// body and reached with call rel32. x87/SSE/AVX state is never touched
-// (the expression code does not touch it either). Then:
+// to 16 with a ctx block and 32 bytes of locals above it. The Cond and
+// Collect code is copied after the pad body (16-byte aligned, int3
+// padding that is never executed) and reached with call rel32; every
+// call gets a fresh zeroed ctx: tsvs, ntsvs and pid from the control
+// block, jumplimit PadJumpLimit (a looping expression ends the hit with
+// ErrSteps), and for a collection frame = the record's block area,
+// framecap = CollectCap, frameused carried from one Collect to the next.
+// x87/SSE/AVX state is never touched. Then:
 //
-//   - active == 0, or the condition returns 0: Skip.
-//   - the condition fails: reserve a header-only record (size 16, flags
-//     RecError, used = the Err* code), errors++, Skip.
-//   - otherwise hits++ (lock xadd), reserve PadRecordSize(CollectCap)
-//     bytes, write the header (tp index, used 0, flags 0) and the register
-//     block, run the Collect code in order. A failure turns the record into
-//     a RecError one of the same size (used = the Err* code), errors++;
-//     otherwise used = the final frameused. The size field is written last
-//     with a plain store: that is the commit (x86 stores are not reordered
-//     with each other).
-//   - if passcount != 0 and the new hit count equals it, the pad executes
-//     the int3 at PassTrap; the stub stops tracing and resumes the thread at
-//     PassTrap+1, which is Skip.
+//   - active == 0: the pad leaves at once, having saved only flags and rax
+//     (a fast exit before the full save: after a stop the jumps may stay
+//     until the program stops again); the check is repeated after the
+//     save.
+//   - stubalive & StubTIDMask == 0: lock add stubgone, Skip (the stub is
+//     gone: nothing more runs, no fault-recovering load without the stub
+//     that catches its faults). Otherwise rdtsc gives the record's time.
+//   - the condition returns 0: Skip; it fails: the condition-error path.
+//   - passcount P != 0: the hit gets its number n, one more than what
+//     lock xadd hits, 1 returns; n > P (other threads got there first):
+//     Skip. Without a passcount hits is not touched.
+//   - find the thread's lane and reserve R = PadRecordSize(CollectRegs,
+//     CollectCap) bytes in it; when the lane is full, lock add dropped
+//     and go on to the passcount check. Otherwise write the header
+//     (tracepoint index, used 0, flags RecRegs or 0, time, thread), the
+//     register block when CollectRegs (rep movsq), then run the Collect
+//     code in order. A collection failure turns the record into a
+//     RecError one of the same size (flags RecError alone, used = the
+//     Err* code), errors++ (lock add), commits it and stops tracing with
+//     StopError (the passcount check is skipped). Otherwise used = the final frameused, and the size field
+//     is written last with a plain store: that is the commit (x86 stores
+//     are not reordered with each other).
+//   - n == P (recorded or dropped): stopwhy = StopPassCount, stoptp =
+//     the tracepoint index, active = 0. Exactly P hits pass, so with any
+//     number of threads at most P records are written.
 //   - Skip: restore the GPRs and flags exactly, lea rsp,[rsp+128], jmp
 //     TailAddr (the relocated copy of the overwritten instructions).
 //
-// Ring records start at ringbase + cursor%ringsize, 16-byte aligned, and
-// never wrap around the end. Header (u32 fields): +0 size (whole record,
-// written last; 0 = not committed), +4 tracepoint index, +8 used (bytes of
-// blocks; RecError: the Err* code), +12 flags (RecSkip, RecError). A normal
-// record continues with the PadRegs*8-byte register block and used bytes of
-// 'M'/'V' blocks. Reservation: h = head, t = tail, off = h % ringsize;
-// need = R, or (ringsize-off)+R when the record does not fit before the
-// end; if h+need-t > ringsize the ring is full and the pad executes the
-// int3 at FullTrap (the stub drains the ring and sets rip to Retry, or to
-// Skip when tracing stopped); else lock cmpxchg head h -> h+need, retrying
-// on failure. A skip writes a committed RecSkip filler (size ringsize-off)
-// at off and puts the record at the ring start.
+// The condition-error path: errors++ (lock add), find the lane, reserve a
+// header-only record (RecHeaderSize bytes; a full lane counts it in
+// dropped) with flags RecError and used = the Err* code, commit it, then
+// stopwhy = StopError, stoptp, active = 0, Skip. Stopping stores stopwhy
+// and stoptp before it clears active.
 //
-// The consumer (package fasttp) reads committed records from tail in
-// order and stops at the first uncommitted one. Before publishing a new
-// tail it must zero every consumed byte (not only the headers: record
-// sizes differ between tracepoints, so a later record can start where an
-// old one had payload), so that nothing stale ever looks committed; the
-// ring must start zeroed.
+// Lane selection. Without PadSpec.FSBase every hit goes to the shared
+// lane and RecThread is 0. With it (only where the kernel enables
+// rdfsbase, HWCAP2_FSGSBASE; elsewhere it is #UD), rdfsbase gives the
+// thread pointer f, recorded in RecThread; f == 0 uses the shared lane.
+// Otherwise the pad probes the owner table linearly (modulo Lanes, at
+// most Lanes entries) from slot ((f>>12) * 0x9e3779b97f4a7c15) >> (64 -
+// log2 Lanes) (0 for one lane): an entry equal to f is the thread's lane;
+// a free entry is claimed with lock cmpxchg 0 -> f (if another thread
+// wins it the probe goes on); with no entry left the thread uses the
+// shared lane. Pads never release an entry. A thread that owns a lane is
+// its only writer, so its records are in its hit order there.
+//
+// Records start at base + cursor % size, 16-byte aligned, and never wrap
+// around the lane's end. Header (RecHeaderSize = 32 bytes): +0 u32 size
+// (whole record, written last; 0 = not committed), +4 u32 tracepoint
+// index, +8 u32 used (bytes of blocks; RecError: the Err* code), +12 u32
+// flags (RecSkip, RecError, RecRegs), +16 u64 time (rdtsc at the hit), +24
+// u64 thread (fs base, 0 when unknown). With RecRegs the PadRegs*8-byte
+// register block follows, then used bytes of 'M'/'V' blocks.
+// Reservation of R bytes: h = head, off = h & (size-1); need = R, or
+// (size-off)+R when the record does not fit before the end; if h+need-tail
+// > size (a signed compare: with a stale h, read before other threads and the
+// stub moved on, it is negative, and the cmpxchg fails and retries) the lane is full and the hit is dropped; else lock cmpxchg head h
+// -> h+need, retrying with the head it returns on failure. When need > R
+// the pad writes a committed RecSkip filler (size = size-off, tracepoint
+// index, used 0; only its first 16 bytes are written) at off and puts the
+// record at the lane's start.
+//
+// The consumer (package fasttp) reads each lane's committed records from
+// tail in order and stops at the first uncommitted one. Before
+// publishing a new tail it must zero every consumed byte (not only the
+// headers: record sizes differ between tracepoints, so a later record can
+// start where an old one had payload), so that nothing stale ever looks
+// committed; lanes start zeroed. Records of different lanes are merged by
+// time stamp.
 //
 // Stack use in the thread (JumpPad.StackBytes): 128 (red zone) + 8 + 120
-// + PadRegs*8 + up to 15 (alignment) + CtxSize + 8 + the expressions'
-// Code.StackBytes. A signal delivered in the pad lands below that. The
-// int3s (FullTrap, PassTrap) cannot be executed in-process (SIGTRAP would
-// kill the test): the tests check that those addresses hold int3 and that
-// PassTrap+1 is Skip, replace them by what the stub would do (jump to
-// Skip, or drain and jump to Retry; a nop at PassTrap), and exercise
-// everything else with a patched site in the test process, from four
-// threads at once.
+// + PadRegs*8 + up to 15 (alignment) + CtxSize + 32 + 8 + the deepest
+// expression's Code.StackBytes. A signal delivered in the pad lands below
+// that.
+//
+// Tests run pads in the test process over a patched site (add rcx, imm32;
+// ret) called on a private stack with every GPR and rflags set, from
+// threads locked with runtime.LockOSThread: the thread must come out
+// exactly as from the original instruction, its red zone untouched. They
+// decode every pad (the body holds no int3, branches land on its own
+// instructions, plain stores to shared memory only at active and the
+// stop words), check records, fillers, full lanes, a dead stub, passcounts
+// and errors, lane selection with prepared owner tables, and four threads
+// at once with a consumer draining the lanes (per-lane order, no torn
+// record, records + dropped = hits). BenchmarkPadHit measures a hit.
 //
 // # arm64
 //

@@ -11,15 +11,15 @@ import (
 // embed the block's absolute address. See the "Jump pads" section of the
 // package doc.
 const (
-	CtlActive   = 0  // nonzero: collect; 0: pads go straight to the relocated code
-	CtlDeadline = 8  // lease: pads skip the hit (CtlLeaseSkips++) once rdtsc passes it
-	CtlTSVs     = 16 // address of an int64 array indexed by trace state variable number
-	CtlNTSVs    = 24 // its length
-	CtlPid      = 32 // the inferior's pid (for process_vm_readv in expression code)
+	CtlActive    = 0  // nonzero: collect; 0: pads go straight to the relocated code
+	CtlStubAlive = 8  // u32: the tracer thread's id while it lives (0 or StubGone bits after)
+	CtlTSVs      = 16 // address of an int64 array indexed by trace state variable number
+	CtlNTSVs     = 24 // its length
+	CtlPid       = 32 // the inferior's pid (for process_vm_readv in expression code)
 	// Written by pads only when something stops tracing (another cache line).
-	CtlStopWhy    = 64 // StopPassCount or StopError: why a pad cleared CtlActive
-	CtlStopTP     = 72 // the tracepoint index that did
-	CtlLeaseSkips = 80 // hits skipped because the lease had run out
+	CtlStopWhy       = 64 // StopPassCount or StopError: why a pad cleared CtlActive
+	CtlStopTP        = 72 // the tracepoint index that did
+	CtlStubGoneSkips = 80 // hits skipped because no stub was alive
 	// CtlOwners is the lane ownership table: MaxLanes thread pointers
 	// (fs base), 0 = free; a thread's first hit claims a free entry with
 	// lock cmpxchg and keeps that lane.
@@ -46,6 +46,11 @@ const (
 	LaneTail    = 128 // consumer cursor in bytes (monotonic; the stub only)
 	LaneHdrSize = 256
 )
+
+// StubTIDMask selects the thread id in CtlStubAlive. The stub registers
+// the word in its tracer thread's robust futex list: when that thread
+// ends, however the stub ends, the kernel clears these bits.
+const StubTIDMask = 0x3fffffff
 
 // Values of CtlStopWhy.
 const (
@@ -204,6 +209,7 @@ func BuildJumpPadAMD64(spec PadSpec) (*JumpPad, error) {
 	b := &padBuilder{spec: spec, cond: -1, condErrFix: -1,
 		recSize: PadRecordSize(spec.CollectRegs, spec.CollectCap),
 		tpDisp:  int32(uint64(CtlTPs) + uint64(spec.TPIndex)*CtlTPSize)}
+	earlyTail := b.fastExit()
 	b.entry()
 	b.condition()
 	b.passcount()
@@ -222,6 +228,7 @@ func BuildJumpPadAMD64(spec PadSpec) (*JumpPad, error) {
 		return nil, fmt.Errorf("jit: jump pad at %#x: tail %#x out of rel32 range", spec.Addr, spec.TailAddr)
 	}
 	b.a.patch32(tailFix, int(int64(tailFix)+4+rel))
+	b.a.patch32(earlyTail, int(int64(earlyTail)+4+int64(spec.TailAddr)-int64(spec.Addr+uint64(earlyTail)+4)))
 	exprStack := 0
 	for _, c := range append([]*Code{spec.Cond}, spec.Collect...) {
 		if c != nil {
@@ -266,13 +273,34 @@ func checkPadSpec(spec PadSpec) error {
 	return nil
 }
 
-// entry steps below the red zone without touching flags, saves flags and
-// GPRs, builds the register block, then leaves when tracing is off or the
-// lease has run out; otherwise it records the time.
-func (b *padBuilder) entry() {
+// fastExit leaves at once, before saving anything else, when collection
+// is off (after tstop or a stop by the engine the jumps may stay until the
+// next stop of the program): it steps below the red zone, saves flags and
+// rax, checks CtlActive, and either restores them and jumps to the
+// relocated code (the returned rel32 field) or goes on to entry.
+func (b *padBuilder) fastExit() int {
 	a := &b.a
 	a.lea(rSP, at(rSP, -padRedZone))
 	a.pushfq()
+	a.push(rAX)
+	a.movImm(rAX, b.spec.Ctl)
+	a.aluMI(aluCmp, at(rAX, CtlActive), 0)
+	on := a.jcc8(condNE)
+	a.pop(rAX)
+	a.popfq()
+	a.lea(rSP, at(rSP, padRedZone))
+	tail := a.jmp32()
+	a.here8(on)
+	a.pop(rAX)
+	return tail
+}
+
+// entry (below the red zone, flags pushed by fastExit) saves the GPRs,
+// builds the register block, then leaves when tracing is off or no
+// stub is alive; otherwise it records the time.
+func (b *padBuilder) entry() {
+	a := &b.a
+	// fastExit stepped below the red zone and pushed the flags.
 	for _, r := range padPushOrder {
 		a.push(r)
 	}
@@ -300,16 +328,16 @@ func (b *padBuilder) entry() {
 
 	a.aluMI(aluCmp, at(padCtl, CtlActive), 0)
 	b.skip = append(b.skip, a.jcc32(condE))
+	a.testMI32(at(padCtl, CtlStubAlive), StubTIDMask)
+	alive := a.jcc8(condNE)
+	// No stub: nothing more may run that would need it (a
+	// fault-recovering load), and nobody would read the record.
+	a.lockAluMI(aluAdd, at(padCtl, CtlStubGoneSkips), 1)
+	b.skip = append(b.skip, a.jmp32())
+	a.here8(alive)
 	a.rdtsc()
 	a.shiftImm(shiftShl, rDX, 32)
 	a.aluRR(aluOr, rAX, rDX)
-	a.aluRM(aluCmp, rAX, at(padCtl, CtlDeadline))
-	fresh := a.jcc8(condBE)
-	// The stub has not renewed the lease: it is gone or stuck. Nothing
-	// more may run that would need it (a fault-recovering load).
-	a.lockAluMI(aluAdd, at(padCtl, CtlLeaseSkips), 1)
-	b.skip = append(b.skip, a.jmp32())
-	a.here8(fresh)
 	a.store64(at(rSP, locTime), rAX)
 	a.lea(padTP, at(padCtl, b.tpDisp))
 }
@@ -579,7 +607,10 @@ func (b *padBuilder) reserve() []int {
 	a.movRR(r8, rDI)
 	a.aluRM(aluSub, r8, at(padLane, LaneTail))
 	a.aluRR(aluCmp, r8, rCX)
-	full := a.jcc32(condA)
+	// Signed: with a stale head (other threads reserved and the stub
+	// consumed past it since it was read) h+need-tail is negative, the
+	// lane is not full and the cmpxchg below fails and retries.
+	full := a.jcc32(condG)
 	a.lockCmpxchg(at(padLane, LaneHead), rDI)
 	a.patch32(a.jcc32(condNE), loop) // rax = the current head
 	a.load64(padRecord, at(padLane, LaneBase))

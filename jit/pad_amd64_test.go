@@ -137,7 +137,7 @@ func (r *padRig) tpField(i, off int) *uint64 { return r.field(CtlTPs + i*CtlTPSi
 func (r *padRig) owner(i int) uint64 { return r.load(CtlOwners + 8*i) }
 
 // reset zeroes the control block, the lanes and the TSVs and sets them up:
-// a lease that never runs out, the lanes' bases and sizes.
+// a live stub (CtlStubAlive), the lanes' bases and sizes.
 func (r *padRig) reset(active bool) {
 	clear(r.ctlMem)
 	for _, l := range r.lanes {
@@ -147,7 +147,7 @@ func (r *padRig) reset(active bool) {
 	if active {
 		*r.field(CtlActive) = 1
 	}
-	*r.field(CtlDeadline) = math.MaxUint64
+	*r.field(CtlStubAlive) = 4242 // a tracer thread id
 	*r.field(CtlTSVs) = uint64(uintptr(unsafe.Pointer(&r.tsvs[0])))
 	*r.field(CtlNTSVs) = uint64(len(r.tsvs))
 	*r.field(CtlPid) = uint64(os.Getpid())
@@ -492,7 +492,7 @@ func TestPadEncodings(t *testing.T) {
 	}
 	// The pad's operands: lane header fields, owner entries indexed by
 	// rdx, tracepoint entries.
-	padMems := []mem{m, at(rSP, 8), at(r13, 0), at(r14, LaneHead), at(r14, LaneTail), at(rBX, CtlLeaseSkips),
+	padMems := []mem{m, at(rSP, 8), at(r13, 0), at(r14, LaneHead), at(r14, LaneTail), at(rBX, CtlStubGoneSkips),
 		{base: rBX, index: int(rDX), scale: 8, disp: CtlOwners}, {base: rBX, index: int(rDX), scale: 1, disp: CtlLanes}}
 	for _, r := range allGPRs {
 		for _, mm := range padMems {
@@ -696,7 +696,7 @@ func TestPadShape(t *testing.T) {
 						if !hasLock(inst) {
 							t.Errorf("offset %d: %s without lock", in.off, syntax(in))
 						}
-					case x86asm.CMP:
+					case x86asm.CMP, x86asm.TEST:
 					default:
 						t.Errorf("offset %d: unexpected %s", in.off, syntax(in))
 					}
@@ -705,8 +705,8 @@ func TestPadShape(t *testing.T) {
 			if calls != len(exprs) {
 				t.Errorf("%d calls for %d expressions", calls, len(exprs))
 			}
-			if tails != 1 {
-				t.Errorf("%d jumps to TailAddr", tails)
+			if tails != 2 { // the inactive fast exit and Skip
+				t.Errorf("%d jumps to TailAddr, want 2", tails)
 			}
 			if rdtscs != 1 {
 				t.Errorf("%d rdtsc", rdtscs)
@@ -742,9 +742,18 @@ func TestPadShape(t *testing.T) {
 					t.Errorf("Skip+%d: %q, want %q", i, got, w)
 				}
 			}
-			// The saves are the mirror image.
+			// The fast exit when collection is off: flags and rax only.
+			exit := []string{"lea rsp, ptr [rsp-0x80]", "pushfq", "push rax", fmt.Sprintf("mov rax, %#x", spec.Ctl),
+				fmt.Sprintf("cmp qword ptr [rax], 0x0"), "", "pop rax", "popfq", "lea rsp, ptr [rsp+0x80]",
+				fmt.Sprintf("jmp %#x", spec.TailAddr), "pop rax"}
+			for i, w := range exit {
+				if got := syntax(body[i]); w != "" && got != w {
+					t.Errorf("fast exit %d: %q, want %q", i, got, w)
+				}
+			}
+			// The saves are the mirror image of Skip's restores.
 			for i, r := range padPushOrder {
-				if got := syntax(body[2+i]); got != "push "+strings.ToLower(reg64(r).String()) {
+				if got := syntax(body[len(exit)+i]); got != "push "+strings.ToLower(reg64(r).String()) {
 					t.Errorf("save %d: %q", i, got)
 				}
 			}
@@ -846,10 +855,10 @@ func TestPadHit(t *testing.T) {
 			t1 := rig.tsc()
 			recs := rig.records(t)
 			if *rig.field(CtlActive) != 1 || *rig.field(CtlStopWhy) != 0 || *rig.tpField(tpIndex, TPHits) != 0 ||
-				*rig.tpField(tpIndex, TPErrors) != 0 || *rig.field(CtlLeaseSkips) != 0 || rig.dropped() != 0 {
-				t.Errorf("control block: active %d stop %d hits %d errors %d lease skips %d dropped %d", *rig.field(CtlActive),
+				*rig.tpField(tpIndex, TPErrors) != 0 || *rig.field(CtlStubGoneSkips) != 0 || rig.dropped() != 0 {
+				t.Errorf("control block: active %d stop %d hits %d errors %d stub-gone skips %d dropped %d", *rig.field(CtlActive),
 					*rig.field(CtlStopWhy), *rig.tpField(tpIndex, TPHits), *rig.tpField(tpIndex, TPErrors),
-					*rig.field(CtlLeaseSkips), rig.dropped())
+					*rig.field(CtlStubGoneSkips), rig.dropped())
 			}
 			if !tc.record {
 				if len(recs) != 0 {
@@ -1143,26 +1152,27 @@ func TestPadLaneFull(t *testing.T) {
 	}
 }
 
-// TestPadInactive: with CtlActive 0 or a lease that has run out, a hit
-// leaves no trace but the lease-skip count: no condition run (its
-// setv would count), no passcount numbering, no record.
+// TestPadInactive: with CtlActive 0 or no live stub (CtlStubAlive's
+// thread id bits clear, as the kernel leaves them when the stub's thread
+// ends), a hit leaves no trace but the stub-gone count: no condition run
+// (its setv would count), no passcount numbering, no record.
 func TestPadInactive(t *testing.T) {
 	st := newTestStack(t)
 	rig := newPadRig(t, 2, 1<<12)
-	now := rig.tsc()
 	cases := []struct {
 		name       string
 		active     bool
-		deadline   uint64
+		alive      uint64
 		record     bool
 		leaseSkips bool
 	}{
-		{"active", true, math.MaxUint64, true, false},
-		{"lease in the future", true, now + 1<<50, true, false},
-		{"inactive", false, math.MaxUint64, false, false},
-		{"inactive, lease expired", false, 0, false, false},
-		{"lease expired", true, 0, false, true},
-		{"lease just expired", true, now, false, true},
+		{"active", true, 4242, true, false},
+		{"active, waiters bit", true, 0x80000000 | 4242, true, false},
+		{"inactive", false, 4242, false, false},
+		{"inactive, stub gone", false, 0x40000000, false, false},
+		{"stub gone", true, 0x40000000, false, true},
+		{"no stub yet", true, 0, false, true},
+		{"high half ignored", true, 0xffffffff00000000, false, true},
 	}
 	const hits = 4
 	for _, tc := range cases {
@@ -1172,7 +1182,7 @@ func TestPadInactive(t *testing.T) {
 			rig.reset(tc.active)
 			rig.install(t, PadSpec{TPIndex: 3, Cond: compileAX(t, "getv 5; const8 1; add; setv 5; end"),
 				Collect: []*Code{compileAX(t, "tracev 5; end")}, CollectCap: 16, CollectRegs: true, FSBase: padHaveFSBase()})
-			*rig.field(CtlDeadline) = tc.deadline
+			*rig.field(CtlStubAlive) = tc.alive
 			*rig.tpField(3, TPPassCount) = 100
 			for h := range hits {
 				in := padInput(h)
@@ -1187,9 +1197,9 @@ func TestPadInactive(t *testing.T) {
 			if tc.leaseSkips {
 				wantSkips = hits
 			}
-			if len(recs) != wantRecs || *rig.field(CtlLeaseSkips) != wantSkips || rig.tsvs[5] != int64(wantRecs) ||
+			if len(recs) != wantRecs || *rig.field(CtlStubGoneSkips) != wantSkips || rig.tsvs[5] != int64(wantRecs) ||
 				*rig.tpField(3, TPHits) != uint64(wantRecs) {
-				t.Errorf("%d records, %d lease skips, %d condition runs, %d hits; want %d %d %d %d", len(recs), *rig.field(CtlLeaseSkips),
+				t.Errorf("%d records, %d stub-gone skips, %d condition runs, %d hits; want %d %d %d %d", len(recs), *rig.field(CtlStubGoneSkips),
 					rig.tsvs[5], *rig.tpField(3, TPHits), wantRecs, wantSkips, wantRecs, wantRecs)
 			}
 			if !tc.record {
@@ -1651,21 +1661,20 @@ func BenchmarkPadHit(b *testing.B) {
 		}
 	})
 	variants := []struct {
-		name     string
-		active   bool
-		spec     func(b *testing.B) PadSpec
-		spurious bool // threads share a lane: see TestPadStaleHead
+		name   string
+		active bool
+		spec   func(b *testing.B) PadSpec
 	}{
-		{"inactive", false, func(*testing.B) PadSpec { return PadSpec{} }, false},
-		{"hit", true, func(*testing.B) PadSpec { return PadSpec{FSBase: fsOn} }, false},
-		{"regs", true, func(*testing.B) PadSpec { return PadSpec{CollectRegs: true, FSBase: fsOn} }, false},
+		{"inactive", false, func(*testing.B) PadSpec { return PadSpec{} }},
+		{"hit", true, func(*testing.B) PadSpec { return PadSpec{FSBase: fsOn} }},
+		{"regs", true, func(*testing.B) PadSpec { return PadSpec{CollectRegs: true, FSBase: fsOn} }},
 		// Every thread in the shared lane (no rdfsbase): one reservation
 		// cursor for all.
-		{"hit-shared-lane", true, func(*testing.B) PadSpec { return PadSpec{} }, true},
+		{"hit-shared-lane", true, func(*testing.B) PadSpec { return PadSpec{} }},
 		{"cond+tracev", true, func(b *testing.B) PadSpec {
 			return PadSpec{Cond: compileAX(b, "reg 8; const8 100; less_unsigned; end"), Collect: []*Code{compileAX(b, "tracev 1; end")},
 				CollectCap: 16, FSBase: fsOn}
-		}, false},
+		}},
 	}
 	for _, threads := range []int{1, 2} {
 		for _, v := range variants {
@@ -1715,11 +1724,7 @@ func BenchmarkPadHit(b *testing.B) {
 				wg.Wait()
 				b.StopTimer()
 				if d := rig.dropped(); d != 0 {
-					if !v.spurious || threads == 1 {
-						b.Fatalf("%d hits dropped", d)
-					}
-					// The stale-head drops of TestPadStaleHead.
-					b.ReportMetric(float64(d), "dropped")
+					b.Fatalf("%d hits dropped", d)
 				}
 				heads := uint64(0)
 				for i := range rig.lanes {
@@ -1733,9 +1738,6 @@ func BenchmarkPadHit(b *testing.B) {
 	}
 }
 
-// padKnownBugs enables the tests of pad.go bugs not fixed yet.
-var padKnownBugs = os.Getenv("GOTPSTUB_PAD_KNOWN_BUGS") != ""
-
 // TestPadStaleHead: in a lane several threads write to (the shared lane),
 // a thread may read the lane's head, be preempted, and read the tail only
 // after other threads reserved more records and the consumer moved the
@@ -1746,9 +1748,6 @@ var padKnownBugs = os.Getenv("GOTPSTUB_PAD_KNOWN_BUGS") != ""
 // consumer (two records reserved and consumed: head += 64, tail = head)
 // and then executes the load.
 func TestPadStaleHead(t *testing.T) {
-	if !padKnownBugs {
-		t.Skip("pad.go bug: a head read before the tail moved past it counts as a full lane (set GOTPSTUB_PAD_KNOWN_BUGS=1)")
-	}
 	for _, fsOn := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fsbase=%v", fsOn), func(t *testing.T) {
 			rig := newPadRig(t, 1, 1<<12)
@@ -1835,9 +1834,6 @@ func stallPad(t *testing.T, rig *padRig) {
 // (The statistical twin of TestPadStaleHead: more threads than CPUs, so
 // that the kernel preempts them anywhere in the pad.)
 func TestPadSharedLaneNoSpuriousDrop(t *testing.T) {
-	if !padKnownBugs {
-		t.Skip("pad.go bug: see TestPadStaleHead (set GOTPSTUB_PAD_KNOWN_BUGS=1)")
-	}
 	const threads, perThread = 8, 200000
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(threads + 1))
 	rig := newPadRig(t, 1, 1<<26) // more than threads*perThread records of 32 bytes

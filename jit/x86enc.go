@@ -57,6 +57,7 @@ const (
 	condLE cond = 0xe // signed <=
 	condL  cond = 0xc // signed <
 	condGE cond = 0xd
+	condG  cond = 0xf // signed >
 )
 
 // aluOp selects the operation of the classic two-operand ALU group.
@@ -466,4 +467,10 @@ func (a *asm) rdfsbase(dst gpr) {
 		rex |= 1
 	}
 	a.byte1(0xf3, rex, 0x0f, 0xae, 0xc0|byte(dst&7))
+}
+
+// testMI32 emits TEST dword [m], imm32.
+func (a *asm) testMI32(m mem, v uint32) {
+	a.opMem(false, []byte{0xf7}, 0, m, false)
+	a.imm32(v)
 }
