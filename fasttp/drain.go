@@ -23,7 +23,7 @@ const (
 // dropStats are the drop counters last reported to the engine.
 type dropStats struct {
 	full, noStub, lost uint64
-	errs              int // drain errors logged
+	errs               int // drain errors logged
 }
 
 // drainLoop runs until done is closed (the process is gone; Sync still
