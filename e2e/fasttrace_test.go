@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -380,4 +381,37 @@ print *(long *)16
 		t.Errorf("collected %d frames, want %d", n, traceIterations)
 	}
 	mustContain(t, out, "$1 = 0", "$2 = <unavailable>")
+}
+
+func TestFastTraceVectorRegisters(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver needs its in-process agent library for ftrace")
+	}
+	// collect $regs at a fast tracepoint where ymm0, xmm1 and r12 hold
+	// known values: the frame must show them (the pad XSAVEs the vector
+	// state), not zeros.
+	vectors := buildProgram(t, "vectors")
+	cpuinfo, _ := os.ReadFile("/proc/cpuinfo")
+	avx := strings.Contains(string(cpuinfo), " avx ")
+	var args []string
+	if avx {
+		args = []string{"avx"}
+	}
+	out, stub := traceSessionFlags(t, []string{"--once", "--debug"}, vectors, args, `
+ftrace *vectors_loaded
+actions
+collect $regs
+end`, "exit", `
+tfind 0
+print $xmm0.v4_int32
+print $xmm1.v2_double
+print $ymm0.v8_int32
+print/x $r12
+print $mxcsr`)
+	mustPlaceJump(t, stub, 2)
+	mustContain(t, out, "{1, 2, 3, 4}", "{1.5, -2.25}", "0x1122334455667788")
+	if avx {
+		mustContain(t, out, "{1, 2, 3, 4, 5, 6, 7, 8}")
+	}
+	mustMatch(t, out, `\$5 = \[ [A-Z ]*IM DM ZM OM UM PM`)
 }

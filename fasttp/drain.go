@@ -96,7 +96,7 @@ func (in *Installer) resolve(recs []*RingRecord) []tracing.FastRecord {
 		if r.Flags&jit.RecError != 0 {
 			h.Err = fmt.Sprintf("fast tracepoint %d: %s", s.tp.Num, jitErrText(r.ErrCode))
 		} else if r.HasRegs() {
-			h.Regs = r.Regs[:]
+			h.Regs, h.XSave = r.Regs[:], r.XSave
 		}
 		out = append(out, h)
 	}

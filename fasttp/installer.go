@@ -2,6 +2,9 @@ package fasttp
 
 import (
 	"errors"
+
+	"golang.org/x/sys/cpu"
+
 	"fmt"
 	"os"
 	"sync"
@@ -9,6 +12,7 @@ import (
 	"gotpstub/agentexpr"
 	"gotpstub/inferior"
 	"gotpstub/jit"
+	"gotpstub/tdesc"
 	"gotpstub/tracing"
 )
 
@@ -366,8 +370,12 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 		Cond: cond, Collect: collect, CollectCap: capBytes, CollectRegs: regs,
 		Lanes: ownedLanes, FSBase: in.fsBase,
 	}
-	if 2*jit.PadRecordSize(regs, capBytes) > in.ringSize {
-		return fmt.Errorf("a record of %d bytes does not fit twice in a %d-byte lane", jit.PadRecordSize(regs, capBytes), in.ringSize)
+	if regs {
+		// Registers include the x87/SSE/AVX state: the pad XSAVEs it.
+		spec.XSaveMask, spec.XSaveSize = tdesc.XSaveMask(cpu.X86.HasAVX), tdesc.XSaveSize(cpu.X86.HasAVX)
+	}
+	if 2*spec.RecordSize() > in.ringSize {
+		return fmt.Errorf("a record of %d bytes does not fit twice in a %d-byte lane", spec.RecordSize(), in.ringSize)
 	}
 	probe, err := jit.BuildJumpPadAMD64(spec)
 	if err != nil {

@@ -38,6 +38,9 @@ type RingRecord struct {
 	// Regs is the pad register block (jit.PadRegs slots, GDB's amd64
 	// numbering) when Flags has jit.RecRegs.
 	Regs [jit.PadRegs]uint64
+	// XSave is the thread's x87/SSE/AVX state in XSAVE's standard format
+	// (a copy) when Flags has jit.RecXSave.
+	XSave []byte
 	// Blocks holds the 'M'/'V' collection blocks (jit's block format),
 	// already checked to be well formed; a copy, not shared memory.
 	Blocks []byte
@@ -143,12 +146,14 @@ func parseRecord(data []byte, off, avail uint64, recs *[]RingRecord) (uint64, er
 		rec.ErrCode = used
 		*recs = append(*recs, rec)
 		return size, nil
-	case 0, jit.RecRegs:
+	case 0, jit.RecRegs, jit.RecRegs | jit.RecXSave:
 	default:
-		return 0, fmt.Errorf("unknown flags %#x", flags)
+		if flags&^(0xff<<jit.RecXSaveShift) != jit.RecRegs|jit.RecXSave {
+			return 0, fmt.Errorf("unknown flags %#x", flags)
+		}
 	}
 	body := data[off+jit.RecHeaderSize : off+size]
-	if flags == jit.RecRegs {
+	if flags&jit.RecRegs != 0 {
 		if len(body) < ringRegBytes {
 			return 0, fmt.Errorf("size %d cannot hold the registers", size)
 		}
@@ -156,6 +161,19 @@ func parseRecord(data []byte, off, avail uint64, recs *[]RingRecord) (uint64, er
 			rec.Regs[i] = binary.LittleEndian.Uint64(body[8*i:])
 		}
 		body = body[ringRegBytes:]
+	}
+	if flags&jit.RecXSave != 0 {
+		n := int(flags>>jit.RecXSaveShift&0xff) * 64
+		region := jit.XSaveRegion(n)
+		// The area starts at the first 64-byte aligned lane offset (lanes
+		// are page aligned in memory, as XSAVE needs).
+		at := off + jit.RecHeaderSize + ringRegBytes
+		start := int((at+63)&^63 - at)
+		if n == 0 || len(body) < region || start+n > region {
+			return 0, fmt.Errorf("size %d cannot hold a %d-byte XSAVE area", size, n)
+		}
+		rec.XSave = append([]byte(nil), body[start:start+n]...)
+		body = body[region:]
 	}
 	if uint64(used) > uint64(len(body)) {
 		return 0, fmt.Errorf("size %d cannot hold %d bytes of blocks", size, used)

@@ -137,37 +137,6 @@ func (p *Process) writeFPState(tid int, buf []byte) error {
 	return ptracePtr(unix.PTRACE_SETFPREGS, tid, 0, unsafe.Pointer(&buf[0]))
 }
 
-// fullTag expands the FXSAVE abridged tag byte into the x87 tag word,
-// classifying each non-empty register from its contents.
-func fullTag(fx []byte) uint16 {
-	abridged := fx[4]
-	top := (binary.LittleEndian.Uint16(fx[2:]) >> 11) & 7
-	var tag uint16
-	for phys := 0; phys < 8; phys++ {
-		t := uint16(3) // empty
-		if abridged&(1<<phys) != 0 {
-			st := (phys - int(top) + 8) % 8
-			raw := fx[32+16*st:]
-			mant := binary.LittleEndian.Uint64(raw)
-			exp := binary.LittleEndian.Uint16(raw[8:]) & 0x7fff
-			switch {
-			case exp == 0x7fff:
-				t = 2
-			case exp == 0 && mant == 0:
-				t = 1
-			case exp == 0:
-				t = 2
-			case mant>>63 == 0:
-				t = 2
-			default:
-				t = 0
-			}
-		}
-		tag |= t << (2 * phys)
-	}
-	return tag
-}
-
 // abridgedTag compresses an x87 tag word to FXSAVE's one bit per register.
 func abridgedTag(tag uint16) byte {
 	var b byte
@@ -202,57 +171,8 @@ func (p *Process) getRegsRaw(tid int) (*tdesc.Regs, *unix.PtraceRegs, error) {
 			_ = r.SetUint64(num, *gpr(&ur, num))
 		}
 	}
-	fillFP(r, fp)
+	tdesc.FillXSave(r, fp)
 	return r, &ur, nil
-}
-
-// fillFP copies the x87, SSE and AVX registers out of an XSAVE area.
-func fillFP(r *tdesc.Regs, fp []byte) {
-	bv := uint64(xfeatureX87 | xfeatureSSE)
-	if len(fp) >= xstateBVOffset+8 {
-		bv = binary.LittleEndian.Uint64(fp[xstateBVOffset:])
-	}
-	le := binary.LittleEndian
-	if bv&xfeatureX87 != 0 {
-		for i := 0; i < 8; i++ {
-			_ = r.Set(tdesc.ST0+i, fp[32+16*i:32+16*i+10])
-		}
-		_ = r.SetUint64(tdesc.FCTRL, uint64(le.Uint16(fp[0:])))
-		_ = r.SetUint64(tdesc.FSTAT, uint64(le.Uint16(fp[2:])))
-		_ = r.SetUint64(tdesc.FTAG, uint64(fullTag(fp)))
-		_ = r.SetUint64(tdesc.FOP, uint64(le.Uint16(fp[6:])&0x7ff))
-		_ = r.SetUint64(tdesc.FIOFF, uint64(le.Uint32(fp[8:])))
-		_ = r.SetUint64(tdesc.FISEG, uint64(le.Uint16(fp[12:])))
-		_ = r.SetUint64(tdesc.FOOFF, uint64(le.Uint32(fp[16:])))
-		_ = r.SetUint64(tdesc.FOSEG, uint64(le.Uint16(fp[20:])))
-	} else {
-		// The x87 unit is in its initial state.
-		for i := 0; i < 8; i++ {
-			_ = r.Set(tdesc.ST0+i, make([]byte, 10))
-		}
-		for _, n := range []int{tdesc.FSTAT, tdesc.FOP, tdesc.FIOFF, tdesc.FISEG, tdesc.FOOFF, tdesc.FOSEG} {
-			_ = r.SetUint64(n, 0)
-		}
-		_ = r.SetUint64(tdesc.FCTRL, 0x37f)
-		_ = r.SetUint64(tdesc.FTAG, 0xffff)
-	}
-	for i := 0; i < 16; i++ {
-		if bv&xfeatureSSE != 0 {
-			_ = r.Set(tdesc.XMM0+i, fp[160+16*i:176+16*i])
-		} else {
-			_ = r.Set(tdesc.XMM0+i, make([]byte, 16))
-		}
-	}
-	_ = r.SetUint64(tdesc.MXCSR, uint64(le.Uint32(fp[24:])))
-	if r.Layout.HasAVX {
-		for i := 0; i < 16; i++ {
-			if bv&xfeatureAVX != 0 && len(fp) >= xsaveAVXSize {
-				_ = r.Set(tdesc.YMM0H+i, fp[ymmHiOffset+16*i:ymmHiOffset+16*i+16])
-			} else {
-				_ = r.Set(tdesc.YMM0H+i, make([]byte, 16))
-			}
-		}
-	}
 }
 
 // storeFP writes the valid x87/SSE/AVX registers of r into an XSAVE area

@@ -82,15 +82,40 @@ const (
 	RecSkip  = 1 // filler from its offset to the end of the lane, no payload
 	RecError = 2 // the condition or a collection failed; RecUsed holds the Err* code
 	RecRegs  = 4 // the record holds the PadRegs register block after the header
+	// RecXSave: an XSAVE area follows the register block (with RecRegs),
+	// at the first 64-byte aligned lane offset after it; bits 8-15 of the
+	// flags hold its size in 64-byte units. The region it may occupy,
+	// alignment slack included, is XSaveRegion(size) bytes.
+	RecXSave      = 8
+	RecXSaveShift = 8
 )
+
+// XSaveRegion is the bytes a record reserves for an XSAVE area of size
+// bytes (0: none): the area and up to 63 bytes of alignment, rounded to
+// RecAlign.
+func XSaveRegion(size int) int {
+	if size <= 0 {
+		return 0
+	}
+	return (size + 63 + RecAlign - 1) &^ (RecAlign - 1)
+}
 
 // PadJumpLimit is the backward-jump budget of one expression run in a pad
 // (the ctx jumplimit): a looping condition ends the hit with ErrSteps.
 const PadJumpLimit = 1 << 16
 
-// PadRecordSize returns the bytes a pad reserves for one record: header,
-// the register block when regs, and collectCap bytes of blocks, rounded up
-// to RecAlign.
+// RecordSize returns the bytes the pad of spec reserves for one record.
+func (spec PadSpec) RecordSize() uint64 {
+	n := PadRecordSize(spec.CollectRegs, spec.CollectCap)
+	if spec.CollectRegs {
+		n += uint64(XSaveRegion(spec.XSaveSize))
+	}
+	return n
+}
+
+// PadRecordSize returns the bytes a pad without an XSAVE area reserves
+// for one record: header, the register block when regs, and collectCap
+// bytes of blocks, rounded up to RecAlign.
 func PadRecordSize(regs bool, collectCap uint32) uint64 {
 	n := uint64(RecHeaderSize) + uint64(collectCap)
 	if regs {
@@ -110,6 +135,12 @@ type PadSpec struct {
 	CollectCap uint32  // bytes of collection blocks a record can hold
 	// CollectRegs stores the register block in each record (RecRegs).
 	CollectRegs bool
+	// XSaveMask and XSaveSize, with CollectRegs and a nonzero size: the
+	// pad also stores the x87/SSE/AVX state with XSAVE (standard format,
+	// the components of the mask; size = the area's bytes, a multiple of
+	// 64 up to 255*64), so frames hold the vector registers too.
+	XSaveMask uint64
+	XSaveSize int
 	// Lanes is the number of lanes threads may own (a power of two, at
 	// most MaxLanes); lane Lanes is shared by the threads that own none.
 	Lanes int
@@ -207,7 +238,7 @@ func BuildJumpPadAMD64(spec PadSpec) (*JumpPad, error) {
 		return nil, err
 	}
 	b := &padBuilder{spec: spec, cond: -1, condErrFix: -1,
-		recSize: PadRecordSize(spec.CollectRegs, spec.CollectCap),
+		recSize: spec.RecordSize(),
 		tpDisp:  int32(uint64(CtlTPs) + uint64(spec.TPIndex)*CtlTPSize)}
 	earlyTail := b.fastExit()
 	b.entry()
@@ -267,7 +298,10 @@ func checkPadSpec(spec PadSpec) error {
 	if uint64(CtlTPs)+uint64(spec.TPIndex)*CtlTPSize > math.MaxInt32 {
 		return fmt.Errorf("jit: jump pad: tracepoint index %d too large", spec.TPIndex)
 	}
-	if PadRecordSize(spec.CollectRegs, spec.CollectCap) > math.MaxInt32 {
+	if spec.XSaveSize < 0 || spec.XSaveSize%64 != 0 || spec.XSaveSize > 255*64 {
+		return fmt.Errorf("jit: jump pad: XSAVE area of %d bytes", spec.XSaveSize)
+	}
+	if spec.RecordSize() > math.MaxInt32 {
 		return fmt.Errorf("jit: jump pad: collection capacity %d too large", spec.CollectCap)
 	}
 	return nil
@@ -388,8 +422,12 @@ func (b *padBuilder) record() {
 	a.movImm(padSizeR, b.recSize)
 	b.pass = append(b.pass, b.reserve()...)
 	flags := uint32(0)
+	xsave := b.spec.CollectRegs && b.spec.XSaveSize > 0
 	if b.spec.CollectRegs {
 		flags = RecRegs
+	}
+	if xsave {
+		flags |= RecXSave | uint32(b.spec.XSaveSize/64)<<RecXSaveShift
 	}
 	b.header(0, flags)
 	regBytes := int32(0)
@@ -399,6 +437,16 @@ func (b *padBuilder) record() {
 		a.movImm(rCX, PadRegs)
 		a.repMovsq()
 		regBytes = padBlockBytes
+	}
+	if xsave {
+		// Nothing before touched the x87/SSE/AVX state: XSAVE stores the
+		// thread's own, at the next 64-byte boundary.
+		a.lea(rDI, at(padRecord, RecHeaderSize+padBlockBytes+63))
+		a.aluRI(aluAnd, rDI, -64)
+		a.movImm(rAX, b.spec.XSaveMask&0xffffffff)
+		a.movImm(rDX, b.spec.XSaveMask>>32)
+		a.xsave64(at(rDI, 0))
+		regBytes += int32(XSaveRegion(b.spec.XSaveSize))
 	}
 	a.aluRR32(aluXor, padSizeR, padSizeR)
 	for range b.spec.Collect {

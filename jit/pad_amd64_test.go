@@ -13,6 +13,7 @@ import (
 	"unsafe"
 
 	"golang.org/x/arch/x86/x86asm"
+	"golang.org/x/sys/cpu"
 	"golang.org/x/sys/unix"
 
 	"gotpstub/agentexpr"
@@ -294,6 +295,7 @@ type testRecord struct {
 	size, tp, used, flags uint32
 	time, thread          uint64
 	regs                  [PadRegs]uint64 // RecRegs only
+	xsave                 []byte          // RecXSave only
 	blocks                []byte
 }
 
@@ -322,6 +324,11 @@ func parseLane(data []byte, tail, head uint64) ([]testRecord, uint64, error) {
 		if n%RecAlign != 0 || n > size-off || n > head-tail {
 			return recs, tail, fmt.Errorf("cursor %d: size %d (lane %d, head %d)", tail, n, size, head)
 		}
+		xsaveSize := 0
+		if rec.flags&RecXSave != 0 && rec.flags&RecRegs != 0 {
+			xsaveSize = int(rec.flags>>RecXSaveShift&0xff) * 64
+			rec.flags &^= RecXSave | 0xff<<RecXSaveShift
+		}
 		switch rec.flags {
 		case RecSkip:
 			if n != size-off || rec.used != 0 {
@@ -348,6 +355,14 @@ func parseLane(data []byte, tail, head uint64) ([]testRecord, uint64, error) {
 					rec.regs[i] = binary.LittleEndian.Uint64(body[8*i:])
 				}
 				body = body[padBlockBytes:]
+				if xsaveSize > 0 {
+					start := int((off+RecHeaderSize+padBlockBytes+63)&^63 - off - RecHeaderSize - padBlockBytes)
+					if region := XSaveRegion(xsaveSize); len(body) < region || start+xsaveSize > region {
+						return recs, tail, fmt.Errorf("cursor %d: size %d cannot hold a %d-byte XSAVE area", tail, n, xsaveSize)
+					}
+					rec.xsave = append([]byte(nil), body[start:start+xsaveSize]...)
+					body = body[XSaveRegion(xsaveSize):]
+				}
 			}
 			if int(rec.used) > len(body) {
 				return recs, tail, fmt.Errorf("cursor %d: %d bytes of blocks in %d", tail, rec.used, len(body))
@@ -1868,5 +1883,43 @@ func TestPadSharedLaneNoSpuriousDrop(t *testing.T) {
 	t.Logf("%d hits, %d recorded, %d dropped", threads*perThread, recorded, rig.dropped())
 	if d := rig.dropped(); d != 0 || recorded != threads*perThread {
 		t.Errorf("%d hits dropped from a lane that cannot be full", d)
+	}
+}
+
+// TestPadXSave: with an XSAVE area the record holds the thread's x87, SSE
+// (and AVX) state in the standard format at a 64-byte aligned address,
+// and the blocks still follow it; the thread's state is untouched.
+func TestPadXSave(t *testing.T) {
+	avx := cpu.X86.HasAVX
+	mask, size := uint64(3), 576
+	if avx {
+		mask, size = 7, 832
+	}
+	st := newTestStack(t)
+	for _, laneOff := range []uint64{0, 16, 48} { // record alignments modulo 64
+		rig := newPadRig(t, 1, 1<<14)
+		rig.reset(true)
+		rig.install(t, PadSpec{TPIndex: 1, CollectRegs: true, XSaveMask: mask, XSaveSize: size,
+			Collect: []*Code{compileAX(t, "tracev 2; end")}, CollectCap: 16})
+		*rig.laneField(1, LaneHead), *rig.laneField(1, LaneTail) = laneOff, laneOff
+		runtime.LockOSThread()
+		in := padInput(1)
+		rig.hit(t, &in, st)
+		runtime.UnlockOSThread()
+		recs := rig.records(t)
+		if len(recs) != 1 {
+			t.Fatalf("lane offset %d: %d records", laneOff, len(recs))
+		}
+		r := recs[0]
+		if len(r.xsave) != size || len(r.blocks) != 13 || r.blocks[0] != BlockTSV {
+			t.Fatalf("lane offset %d: xsave %d bytes, blocks %x", laneOff, len(r.xsave), r.blocks)
+		}
+		bv := binary.LittleEndian.Uint64(r.xsave[512:])
+		if bv&^mask != 0 {
+			t.Errorf("XSTATE_BV %#x outside the mask %#x", bv, mask)
+		}
+		if mxcsr := binary.LittleEndian.Uint32(r.xsave[24:]); mxcsr&0xffc0 != 0x1f80 {
+			t.Errorf("MXCSR %#x, want Go's default 0x1f80 (exception flags aside)", mxcsr)
+		}
 	}
 }

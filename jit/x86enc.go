@@ -474,3 +474,7 @@ func (a *asm) testMI32(m mem, v uint32) {
 	a.opMem(false, []byte{0xf7}, 0, m, false)
 	a.imm32(v)
 }
+
+// xsave64 emits XSAVE64 [m] (REX.W 0F AE /4): the state components in
+// edx:eax, standard format; m must be 64-byte aligned.
+func (a *asm) xsave64(m mem) { a.opMem(true, []byte{0x0f, 0xae}, 4, m, false) }

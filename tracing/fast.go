@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"gotpstub/tdesc"
 )
 
 // Syncer is implemented by an Installer whose tracepoints collect without
@@ -61,6 +63,9 @@ type FastRecord struct {
 	// register n, truncated to its size in the layout), or nil when the
 	// hit did not collect registers.
 	Regs []uint64
+	// XSave, with Regs, is the x87/SSE/AVX state in XSAVE's standard
+	// format (tdesc.FillXSave), or nil.
+	XSave []byte
 	// Blocks are the collected 'M' and 'V' blocks in jit's format.
 	Blocks []byte
 	// Err, when not empty, says the hit failed (condition or collection):
@@ -92,7 +97,7 @@ func (e *Engine) FastHits(recs []FastRecord) {
 			removed = append(removed, e.stopLocked(reasonError, r.TP.Num, r.Err)...)
 			break
 		}
-		rm, _ := e.fastHitLocked(r.TP, r.Regs, r.Blocks)
+		rm, _ := e.fastHitLocked(r.TP, r.Regs, r.XSave, r.Blocks)
 		removed = append(removed, rm...)
 	}
 	inst := e.installer
@@ -156,14 +161,14 @@ func (e *Engine) FastHit(tp *Tracepoint, regs []uint64, blocks []byte) error {
 		e.mu.Unlock()
 		return nil
 	}
-	removed, err := e.fastHitLocked(tp, regs, blocks)
+	removed, err := e.fastHitLocked(tp, regs, nil, blocks)
 	inst := e.installer
 	e.mu.Unlock()
 	removeAll(inst, removed)
 	return err
 }
 
-func (e *Engine) fastHitLocked(tp *Tracepoint, regs []uint64, blocks []byte) ([]*Tracepoint, error) {
+func (e *Engine) fastHitLocked(tp *Tracepoint, regs []uint64, xsave, blocks []byte) ([]*Tracepoint, error) {
 	h := &e.hit
 	h.overflow = false
 	tp.Hits++
@@ -182,6 +187,9 @@ func (e *Engine) fastHitLocked(tp *Tracepoint, regs []uint64, blocks []byte) ([]
 			var le [8]byte
 			binary.LittleEndian.PutUint64(le[:], v)
 			copy(block[sl.off:sl.off+sl.size], le[:sl.size])
+		}
+		if xsave != nil && e.layout != nil && len(block) == e.layout.Size {
+			tdesc.FillXSave(&tdesc.Regs{Layout: e.layout, Data: block}, xsave)
 		}
 		h.frame.AddRegisters(block)
 	}
