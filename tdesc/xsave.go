@@ -117,4 +117,3 @@ func fullTag(fx []byte) uint16 {
 	}
 	return tag
 }
-
