@@ -61,7 +61,7 @@
 // failing condition or collection writes an error record and clears
 // CtlActive; the hit that reaches a passcount (counted with lock xadd only
 // for tracepoints that have one) clears CtlActive too. The control block
-// says why (CtlStopWhy) and the drainer tells the engine.
+// says why (CtlStop) and the drainer tells the engine.
 //
 // # Shared lanes and the drainer (lanes.go, drain.go, ring.go)
 //
@@ -85,7 +85,7 @@
 // next hit on the pads skip everything (no fault-recovering load runs
 // without the stub that would catch its fault). The program runs on.
 
-// At QTStart (StartRun) the lanes are emptied, counters and stop words
+// At QTStart (StartRun) the lanes are emptied, counters and the stop word
 // cleared and tracepoint slots reused, so a new experiment never sees an
 // earlier one's records or errors.
 //

@@ -56,7 +56,7 @@ func (in *Installer) drainOnce(async bool) int {
 	if l == nil {
 		return 0
 	}
-	// The stop words first: a pad sets them after committing its last
+	// The stop word first: a pad sets it after committing its last
 	// record, so that record is drained before the stop is acted on.
 	why, slot := l.takeStop()
 	recs, lost, err := l.drain(in.drained[:0], false)
@@ -104,7 +104,7 @@ func (in *Installer) resolve(recs []*RingRecord) []tracing.FastRecord {
 }
 
 // reportStop tells the engine that a pad stopped tracing (why and slot
-// from the control block's stop words), when the records did not already.
+// from the control block's stop word), when the records did not already.
 func (in *Installer) reportStop(why uint64, slot uint32) {
 	if why == 0 {
 		return
@@ -143,7 +143,7 @@ func (in *Installer) reportDrops(l *lanes, lost uint64) {
 
 // StartRun prepares a new experiment (tracing.RunStarter): whatever the
 // lanes still hold belongs to the previous one and is discarded, with the
-// drop counters and the stop words; tracepoint slots are reused. Every
+// drop counters and the stop word; tracepoint slots are reused. Every
 // thread is stopped, none inside a pad.
 func (in *Installer) StartRun() {
 	in.drainMu.Lock()

@@ -112,8 +112,7 @@ func TestDrainReportsDropsAndStops(t *testing.T) {
 		t.Errorf("qTStatus %s does not note 42 dropped hits", reply)
 	}
 	// A pad reached the passcount (its record was dropped): the run stops.
-	store64(c, jit.CtlStopTP, 0)
-	store64(c, jit.CtlStopWhy, jit.StopPassCount)
+	store64(c, jit.CtlStop, jit.StopPassCount|0<<32) // slot 0
 	r.in.drainOnce(false)
 	if r.e.Running() {
 		t.Fatal("run still active after a pad reported the passcount")

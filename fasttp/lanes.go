@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"unsafe"
 
 	"gotpstub/inferior"
@@ -84,7 +85,7 @@ func (l *lanes) writeSlot(slot uint32, passcount uint64) {
 	store64(c, off+jit.TPPassCount, passcount)
 }
 
-// reset empties every lane and clears the counters and stop words, for a
+// reset empties every lane and clears the counters and the stop word, for a
 // new experiment. No thread may be inside a pad (all stopped, none in a
 // pad's memory) and everything wanted must have been drained.
 func (l *lanes) reset() {
@@ -98,8 +99,7 @@ func (l *lanes) reset() {
 		store64(c, h+jit.LaneDropped, 0)
 		l.tails[i] = 0
 	}
-	store64(c, jit.CtlStopWhy, 0)
-	store64(c, jit.CtlStopTP, 0)
+	store64(c, jit.CtlStop, 0)
 	store64(c, jit.CtlStubGoneSkips, 0)
 }
 
@@ -161,17 +161,15 @@ func (l *lanes) dropped() (full, noStub uint64) {
 	return full, load64(c, jit.CtlStubGoneSkips)
 }
 
-// stopped returns why a pad stopped tracing (0: none) and the slot,
-// clearing the stop words.
+// takeStop returns why a pad stopped tracing (0: none) and the slot,
+// clearing the stop word so that a later stop can be told.
 func (l *lanes) takeStop() (why uint64, slot uint32) {
-	c := l.ctl()
-	why = load64(c, jit.CtlStopWhy)
-	if why == 0 {
+	p := (*uint64)(unsafe.Pointer(&l.ctl()[jit.CtlStop]))
+	v := atomic.LoadUint64(p)
+	if v == 0 || !atomic.CompareAndSwapUint64(p, v, 0) {
 		return 0, 0
 	}
-	slot = uint32(load64(c, jit.CtlStopTP))
-	store64(c, jit.CtlStopWhy, 0)
-	return why, slot
+	return v & 0xffffffff, uint32(v >> 32)
 }
 
 // hasFSBase reports whether threads of process pid may use rdfsbase: the

@@ -208,9 +208,10 @@
 //	+16   tsvs        int64 array indexed by trace state variable number
 //	+24   ntsvs       its length
 //	+32   pid         the inferior's pid (ctx pid of the expression code)
-//	+64   stopwhy     StopPassCount or StopError, from the pad that
-//	                  cleared active
-//	+72   stoptp      that pad's tracepoint index
+//	+64   stop        why the first pad that cleared active did: StopPassCount
+//	                  or StopError (low 32 bits) and its tracepoint index
+//	                  (high 32); set with lock cmpxchg from 0, cleared by
+//	                  the stub
 //	+80   stubgone    hits skipped because no stub was alive (lock add)
 //	+128  owners      MaxLanes (64) thread pointers (fs base), 0 = free:
 //	                  entry i owns lane i
@@ -263,8 +264,8 @@
 //     StopError (the passcount check is skipped). Otherwise used = the final frameused, and the size field
 //     is written last with a plain store: that is the commit (x86 stores
 //     are not reordered with each other).
-//   - n == P (recorded or dropped): stopwhy = StopPassCount, stoptp =
-//     the tracepoint index, active = 0. Exactly P hits pass, so with any
+//   - n == P (recorded or dropped): stop = StopPassCount and the
+//     tracepoint index (if still 0), active = 0. Exactly P hits pass, so with any
 //     number of threads at most P records are written.
 //   - Skip: restore the GPRs and flags exactly, lea rsp,[rsp+128], jmp
 //     TailAddr (the relocated copy of the overwritten instructions).
@@ -272,8 +273,8 @@
 // The condition-error path: errors++ (lock add), find the lane, reserve a
 // header-only record (RecHeaderSize bytes; a full lane counts it in
 // dropped) with flags RecError and used = the Err* code, commit it, then
-// stopwhy = StopError, stoptp, active = 0, Skip. Stopping stores stopwhy
-// and stoptp before it clears active.
+// stop = StopError and the index (if still 0), active = 0, Skip. Stopping
+// sets stop before it clears active.
 //
 // Lane selection. Without PadSpec.FSBase every hit goes to the shared
 // lane and RecThread is 0. With it (only where the kernel enables

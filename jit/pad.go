@@ -16,9 +16,12 @@ const (
 	CtlTSVs      = 16 // address of an int64 array indexed by trace state variable number
 	CtlNTSVs     = 24 // its length
 	CtlPid       = 32 // the inferior's pid (for process_vm_readv in expression code)
-	// Written by pads only when something stops tracing (another cache line).
-	CtlStopWhy       = 64 // StopPassCount or StopError: why a pad cleared CtlActive
-	CtlStopTP        = 72 // the tracepoint index that did
+	// Written by pads only when something stops tracing (another cache
+	// line). CtlStop says why a pad cleared CtlActive: StopPassCount or
+	// StopError in the low 32 bits, the tracepoint index in the high 32;
+	// the first pad to stop sets it (lock cmpxchg from 0), the stub
+	// clears it.
+	CtlStop          = 64
 	CtlStubGoneSkips = 80 // hits skipped because no stub was alive
 	// CtlOwners is the lane ownership table: MaxLanes thread pointers
 	// (fs base), 0 = free; a thread's first hit claims a free entry with
@@ -52,7 +55,7 @@ const (
 // ends, however the stub ends, the kernel clears these bits.
 const StubTIDMask = 0x3fffffff
 
-// Values of CtlStopWhy.
+// Reasons in CtlStop.
 const (
 	StopPassCount = 1 // a tracepoint's hit count reached its passcount
 	StopError     = 2 // a condition or collection failed
@@ -231,7 +234,7 @@ type padBuilder struct {
 // the thread's state, evaluates the condition, reserves and fills a record
 // in the thread's lane, restores everything and jumps to spec.TailAddr.
 // It never traps: a full lane drops the hit (LaneDropped), a failure or a
-// reached passcount clears CtlActive. See the "Jump pads" section of the
+// reached passcount clears CtlActive and sets CtlStop. See the "Jump pads" section of the
 // package doc.
 func BuildJumpPadAMD64(spec PadSpec) (*JumpPad, error) {
 	if err := checkPadSpec(spec); err != nil {
@@ -498,13 +501,13 @@ func (b *padBuilder) passCheck() {
 	b.skip = append(b.skip, a.jmp32())
 }
 
-// stopTracing clears CtlActive and says why, for the stub.
+// stopTracing clears CtlActive and, unless another pad did first, says
+// why in CtlStop, for the stub. Clobbers rax and rcx.
 func (b *padBuilder) stopTracing(why uint64) {
 	a := &b.a
-	a.movImm(rAX, why)
-	a.store64(at(padCtl, CtlStopWhy), rAX)
-	a.movImm(rAX, uint64(b.spec.TPIndex))
-	a.store64(at(padCtl, CtlStopTP), rAX)
+	a.movImm(rCX, why|uint64(b.spec.TPIndex)<<32)
+	a.aluRR32(aluXor, rAX, rAX)
+	a.lockCmpxchg(at(padCtl, CtlStop), rCX)
 	a.aluRR32(aluXor, rAX, rAX)
 	a.store64(at(padCtl, CtlActive), rAX)
 }

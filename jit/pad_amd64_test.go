@@ -134,6 +134,10 @@ func (r *padRig) laneField(i, off int) *uint64 { return r.field(CtlLanes + i*Lan
 // tpField returns a pointer to field off of tracepoint table entry i.
 func (r *padRig) tpField(i, off int) *uint64 { return r.field(CtlTPs + i*CtlTPSize + off) }
 
+// stopWhy and stopTP decode CtlStop.
+func (r *padRig) stopWhy() uint64 { return r.load(CtlStop) & 0xffffffff }
+func (r *padRig) stopTP() uint64  { return r.load(CtlStop) >> 32 }
+
 // owner returns owner table entry i.
 func (r *padRig) owner(i int) uint64 { return r.load(CtlOwners + 8*i) }
 
@@ -601,7 +605,7 @@ func decodePadBody(t *testing.T, code []byte, codeStarts map[int]bool) []padInsn
 // the expression code placed after it; Skip restores every register in
 // the reverse order of the saves and jumps to the tail; rdtsc is read
 // once, rdfsbase only with FSBase; the control block is written only at
-// CtlActive and the stop words with plain stores and through locked
+// CtlActive with a plain store and through locked
 // instructions elsewhere.
 func TestPadShape(t *testing.T) {
 	cond := compileAX(t, "const8 1; reg 1; div_unsigned; end")
@@ -704,7 +708,7 @@ func TestPadShape(t *testing.T) {
 				if mm, ok := inst.Args[0].(x86asm.Mem); ok && (mm.Base == x86asm.RBX || mm.Base == x86asm.R14 || mm.Base == x86asm.R15) {
 					switch inst.Op {
 					case x86asm.MOV:
-						if mm.Base != x86asm.RBX || mm.Index != 0 || (mm.Disp != CtlActive && mm.Disp != CtlStopWhy && mm.Disp != CtlStopTP) {
+						if mm.Base != x86asm.RBX || mm.Index != 0 || mm.Disp != CtlActive {
 							t.Errorf("offset %d: plain store %s to shared memory", in.off, syntax(in))
 						}
 					case x86asm.ADD, x86asm.SUB, x86asm.OR, x86asm.AND, x86asm.XOR, x86asm.INC, x86asm.DEC, x86asm.XADD, x86asm.CMPXCHG:
@@ -869,10 +873,10 @@ func TestPadHit(t *testing.T) {
 			}
 			t1 := rig.tsc()
 			recs := rig.records(t)
-			if *rig.field(CtlActive) != 1 || *rig.field(CtlStopWhy) != 0 || *rig.tpField(tpIndex, TPHits) != 0 ||
+			if *rig.field(CtlActive) != 1 || rig.stopWhy() != 0 || *rig.tpField(tpIndex, TPHits) != 0 ||
 				*rig.tpField(tpIndex, TPErrors) != 0 || *rig.field(CtlStubGoneSkips) != 0 || rig.dropped() != 0 {
 				t.Errorf("control block: active %d stop %d hits %d errors %d stub-gone skips %d dropped %d", *rig.field(CtlActive),
-					*rig.field(CtlStopWhy), *rig.tpField(tpIndex, TPHits), *rig.tpField(tpIndex, TPErrors),
+					rig.stopWhy(), *rig.tpField(tpIndex, TPHits), *rig.tpField(tpIndex, TPErrors),
 					*rig.field(CtlStubGoneSkips), rig.dropped())
 			}
 			if !tc.record {
@@ -1229,8 +1233,8 @@ func TestPadInactive(t *testing.T) {
 					}
 				}
 			}
-			if a := *rig.field(CtlActive); a != map[bool]uint64{false: 0, true: 1}[tc.active] || *rig.field(CtlStopWhy) != 0 {
-				t.Errorf("active %d stop %d", a, *rig.field(CtlStopWhy))
+			if a := *rig.field(CtlActive); a != map[bool]uint64{false: 0, true: 1}[tc.active] || rig.stopWhy() != 0 {
+				t.Errorf("active %d stop %d", a, rig.stopWhy())
 			}
 		})
 	}
@@ -1238,7 +1242,7 @@ func TestPadInactive(t *testing.T) {
 
 // TestPadPassCount: a tracepoint with passcount N records exactly its
 // first N hits (those whose condition holds); the N-th clears CtlActive
-// with CtlStopWhy = StopPassCount and CtlStopTP = its index; later hits
+// with CtlStop = StopPassCount and its index; later hits
 // do nothing. Also with threads racing.
 func TestPadPassCount(t *testing.T) {
 	t.Run("one thread", func(t *testing.T) {
@@ -1261,8 +1265,8 @@ func TestPadPassCount(t *testing.T) {
 			}
 		}
 		recs := rig.records(t)
-		if len(recs) != 3 || *rig.tpField(4, TPHits) != 3 || *rig.field(CtlStopWhy) != StopPassCount || *rig.field(CtlStopTP) != 4 {
-			t.Fatalf("%d records, hits %d, stop %d tp %d", len(recs), *rig.tpField(4, TPHits), *rig.field(CtlStopWhy), *rig.field(CtlStopTP))
+		if len(recs) != 3 || *rig.tpField(4, TPHits) != 3 || rig.stopWhy() != StopPassCount || rig.stopTP() != 4 {
+			t.Fatalf("%d records, hits %d, stop %d tp %d", len(recs), *rig.tpField(4, TPHits), rig.stopWhy(), rig.stopTP())
 		}
 		for i, r := range recs {
 			if r.regs[0] != uint64(2*i+1) || r.flags != RecRegs {
@@ -1279,8 +1283,8 @@ func TestPadPassCount(t *testing.T) {
 			in := padInput(h)
 			rig.hit(t, &in, st)
 		}
-		if n := len(rig.records(t)); n != 1 || rig.dropped() != 1 || *rig.field(CtlActive) != 0 || *rig.field(CtlStopWhy) != StopPassCount {
-			t.Errorf("%d records, %d dropped, active %d, stop %d", n, rig.dropped(), *rig.field(CtlActive), *rig.field(CtlStopWhy))
+		if n := len(rig.records(t)); n != 1 || rig.dropped() != 1 || *rig.field(CtlActive) != 0 || rig.stopWhy() != StopPassCount {
+			t.Errorf("%d records, %d dropped, active %d, stop %d", n, rig.dropped(), *rig.field(CtlActive), rig.stopWhy())
 		}
 	})
 	for _, fsOn := range []bool{true, false} {
@@ -1325,10 +1329,10 @@ func TestPadPassCount(t *testing.T) {
 			}
 			recs := rig.records(t)
 			hits := *rig.tpField(6, TPHits)
-			if len(recs) != passCount || *rig.field(CtlActive) != 0 || *rig.field(CtlStopWhy) != StopPassCount || *rig.field(CtlStopTP) != 6 ||
+			if len(recs) != passCount || *rig.field(CtlActive) != 0 || rig.stopWhy() != StopPassCount || rig.stopTP() != 6 ||
 				hits < passCount || hits > threads*perThread/2 || rig.dropped() != 0 {
 				t.Fatalf("%d records (want %d), active %d, stop %d tp %d, hits %d, dropped %d", len(recs), passCount, *rig.field(CtlActive),
-					*rig.field(CtlStopWhy), *rig.field(CtlStopTP), hits, rig.dropped())
+					rig.stopWhy(), rig.stopTP(), hits, rig.dropped())
 			}
 			for _, r := range recs {
 				addr := binary.LittleEndian.Uint64(r.blocks[1:])
@@ -1409,8 +1413,8 @@ func TestPadErrors(t *testing.T) {
 					t.Fatalf("the error did not stop tracing")
 				}
 			}
-			if *rig.tpField(5, TPErrors) != 1 || *rig.field(CtlStopWhy) != StopError || *rig.field(CtlStopTP) != 5 {
-				t.Errorf("errors %d stop %d tp %d", *rig.tpField(5, TPErrors), *rig.field(CtlStopWhy), *rig.field(CtlStopTP))
+			if *rig.tpField(5, TPErrors) != 1 || rig.stopWhy() != StopError || rig.stopTP() != 5 {
+				t.Errorf("errors %d stop %d tp %d", *rig.tpField(5, TPErrors), rig.stopWhy(), rig.stopTP())
 			}
 			if tc.loops {
 				if n := rig.tsvs[0]; n < PadJumpLimit || n > PadJumpLimit+1 {
