@@ -59,7 +59,7 @@ func (in *Installer) drainOnce(async bool) int {
 	// The stop word first: a pad sets it after committing its last
 	// record, so that record is drained before the stop is acted on.
 	why, slot := l.takeStop()
-	recs, lost, err := l.drain(in.drained[:0], false)
+	recs, lost, more, err := l.drain(in.drained[:0], false)
 	in.drained = recs
 	if err != nil && in.stats.errs < 10 {
 		in.stats.errs++
@@ -75,6 +75,9 @@ func (in *Installer) drainOnce(async bool) int {
 	in.mu.Lock()
 	in.async = false
 	in.mu.Unlock()
+	if more {
+		return max(len(recs), 1)
+	}
 	return len(recs)
 }
 
@@ -158,5 +161,16 @@ func (in *Installer) StartRun() {
 	if len(in.sites) == 0 && len(in.pending) == 0 {
 		in.nextSlot = 0
 		clear(in.bySlot)
+	}
+}
+
+// drainAll drains until the lanes hold nothing committed (a pass takes at
+// most maxDrainBatch records; a running program may keep adding, so it
+// stops after the records that were there when it began, roughly).
+func (in *Installer) drainAll() {
+	for range 1 << 10 {
+		if in.drainOnce(false) < maxDrainBatch {
+			return
+		}
 	}
 }

@@ -165,3 +165,18 @@ func BenchmarkDrain(b *testing.B) {
 		})
 	}
 }
+
+func TestSyncDrainsPastOneBatch(t *testing.T) {
+	// More records than one pass takes: Sync goes on until none is left.
+	r := newDrainRig(t, 1<<20, false, false)
+	const n = 3*maxDrainBatch + 5
+	r.fill(0, n, false, 1)
+	if got := r.in.drainOnce(false); got != maxDrainBatch {
+		t.Fatalf("one pass took %d records, want %d", got, maxDrainBatch)
+	}
+	r.in.Sync()
+	want := fmt.Sprintf(";tframes:%x;", n)
+	if reply, _ := r.e.HandlePacket([]byte("qTStatus")); !strings.Contains(string(reply), want) {
+		t.Errorf("qTStatus %s, want %s", reply, want)
+	}
+}

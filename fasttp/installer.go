@@ -28,7 +28,7 @@ const (
 	// lane only has to hold the hits between two passes; a pad that finds
 	// its lane full drops the hit and counts it. Pages are touched only as
 	// used.
-	DefaultRingSize = 16 << 20
+	DefaultRingSize = 8 << 20
 	// MinRingSize is the smallest lane SetRingSize accepts.
 	MinRingSize = 64 << 10
 	// arenaSize is one area of pad code, allocated per 1 GiB window of

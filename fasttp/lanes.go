@@ -115,15 +115,20 @@ func (l *lanes) zero(i int, from, to uint64) {
 	}
 }
 
-// drain consumes every committed record of every lane and returns them
-// merged by time (each lane's order kept). quiescent says no thread can be
+// maxDrainBatch bounds the records one drain pass takes out of the lanes
+// (and so the stub's memory for them); more stay for the next pass.
+const maxDrainBatch = 8192
+
+// drain consumes the committed records of every lane, at most
+// maxDrainBatch of them, and returns them merged by time (each lane's
+// order kept); more says some were left. quiescent says no thread can be
 // writing (all stopped outside the pads): a record still uncommitted then
 // was abandoned (its thread died in the pad) and the rest of its lane is
 // discarded, counted in the returned lost bytes.
-func (l *lanes) drain(out []*RingRecord, quiescent bool) ([]*RingRecord, uint64, error) {
+func (l *lanes) drain(out []*RingRecord, quiescent bool) (_ []*RingRecord, lost uint64, more bool, _ error) {
 	c := l.ctl()
 	var firstErr error
-	var lost uint64
+	budget := maxDrainBatch
 	for i := range l.tails {
 		h := laneHdr(i)
 		head := load64(c, h+jit.LaneHead)
@@ -132,12 +137,14 @@ func (l *lanes) drain(out []*RingRecord, quiescent bool) ([]*RingRecord, uint64,
 			l.scratch[i] = l.scratch[i][:0]
 			continue
 		}
-		recs, newTail, err := ParseLane(l.data(i), tail, head, l.scratch[i][:0])
+		recs, newTail, capped, err := parseLaneN(l.data(i), tail, head, l.scratch[i][:0], budget)
 		l.scratch[i] = recs
+		budget -= len(recs)
+		more = more || capped
 		if err != nil && firstErr == nil {
 			firstErr = fmt.Errorf("lane %d: %w", i, err)
 		}
-		if (err != nil || quiescent) && newTail < head {
+		if (err != nil || quiescent && !capped) && newTail < head {
 			// Corrupt or abandoned: drop the rest of the lane.
 			lost += head - newTail
 			newTail = head
@@ -149,7 +156,7 @@ func (l *lanes) drain(out []*RingRecord, quiescent bool) ([]*RingRecord, uint64,
 		store64(c, h+jit.LaneTail, newTail)
 		l.tails[i] = newTail
 	}
-	return mergeByTime(l.scratch, out), lost, firstErr
+	return mergeByTime(l.scratch, out), lost, more, firstErr
 }
 
 // dropped returns the hits the pads dropped: lanes full, no stub.

@@ -73,22 +73,33 @@ func store64(b []byte, off, v uint64) {
 // corrupt record it returns the records before it, the tail after them
 // and an error naming the lane offset. It never panics on any contents.
 func ParseLane(data []byte, tail, head uint64, recs []RingRecord) ([]RingRecord, uint64, error) {
+	recs, tail, _, err := parseLaneN(data, tail, head, recs, -1)
+	return recs, tail, err
+}
+
+// parseLaneN is ParseLane appending at most max records (max < 0: no
+// limit); more says it stopped at that limit before head.
+func parseLaneN(data []byte, tail, head uint64, recs []RingRecord, max int) (_ []RingRecord, _ uint64, more bool, _ error) {
 	size := uint64(len(data))
 	if size < jit.RecHeaderSize || size&(size-1) != 0 {
-		return recs, tail, fmt.Errorf("lane: size %d is not a power of two of at least %d", size, jit.RecHeaderSize)
+		return recs, tail, false, fmt.Errorf("lane: size %d is not a power of two of at least %d", size, jit.RecHeaderSize)
 	}
 	if tail%jit.RecAlign != 0 {
-		return recs, tail, fmt.Errorf("lane: tail %d is not %d-byte aligned", tail, jit.RecAlign)
+		return recs, tail, false, fmt.Errorf("lane: tail %d is not %d-byte aligned", tail, jit.RecAlign)
 	}
 	if head < tail || head-tail > size {
-		return recs, tail, fmt.Errorf("lane: head %d and tail %d are not at most %d bytes apart", head, tail, size)
+		return recs, tail, false, fmt.Errorf("lane: head %d and tail %d are not at most %d bytes apart", head, tail, size)
 	}
+	start := len(recs)
 	for tail < head {
+		if max >= 0 && len(recs)-start >= max {
+			return recs, tail, true, nil
+		}
 		off := tail & (size - 1)
 		before := len(recs)
 		n, err := parseRecord(data, off, head-tail, &recs)
 		if err != nil {
-			return recs, tail, fmt.Errorf("lane: record at offset %d (cursor %d): %w", off, tail, err)
+			return recs, tail, false, fmt.Errorf("lane: record at offset %d (cursor %d): %w", off, tail, err)
 		}
 		if n == 0 {
 			break // not committed yet
@@ -98,7 +109,7 @@ func ParseLane(data []byte, tail, head uint64, recs []RingRecord) ([]RingRecord,
 		}
 		tail += n
 	}
-	return recs, tail, nil
+	return recs, tail, false, nil
 }
 
 // parseRecord reads the record at lane offset off (avail reserved bytes

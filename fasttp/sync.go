@@ -13,7 +13,7 @@ import (
 // Sync drains the lanes into the engine: every hit the pads committed
 // since the last drain becomes a trace frame (tracing.Syncer). The lanes
 // are shared memory, so this needs no system call.
-func (in *Installer) Sync() { in.drainOnce(false) }
+func (in *Installer) Sync() { in.drainAll() }
 
 // SyncHit drains from the ptrace goroutine, while a trap tracepoint is
 // hit (tracing.HitSyncer), so frames keep the order of the hits when trap
@@ -27,7 +27,7 @@ func (in *Installer) SyncHit(mem tracing.MemoryAccess) {
 	}
 	in.hookMem = mem
 	in.mu.Unlock()
-	in.drainOnce(false)
+	in.drainAll()
 	in.mu.Lock()
 	in.hookMem = nil
 	in.mu.Unlock()

@@ -69,7 +69,7 @@ Debug options:
   --debug-file=FILE     Write debugging output to FILE.
   --trace-ring-size=N   Bytes of each lane fast tracepoints write to inside
                         the program (memory shared with the stub; a thread
-                        gets a lane of its own, up to 16; default 16 MiB; a
+                        gets a lane of its own, up to 16; default 8 MiB; a
                         power of two). A hit that finds its lane full is
                         dropped and counted in tstatus' notes.
   --debug-format=OPTS   Accepted for compatibility.
