@@ -232,7 +232,9 @@
 // What the pad does: lea rsp,[rsp-128] (below the red zone, flags
 // untouched), pushfq, push the 15 other GPRs, build the PadRegs register
 // block on the stack (rsp = the thread's rsp at the tracepoint, rip =
-// TPAddr, eflags as at the tracepoint, segment selectors), cld, align rsp
+// TPAddr, eflags as at the tracepoint, segment selectors) — only when the
+// record collects registers or an expression reads one (Code.RegsRead);
+// otherwise its space is reserved but left unfilled — cld, align rsp
 // to 16 with a ctx block and 32 bytes of locals above it. The Cond and
 // Collect code is copied after the pad body (16-byte aligned, int3
 // padding that is never executed) and reached with call rel32; every
@@ -240,7 +242,8 @@
 // block, jumplimit PadJumpLimit (a looping expression ends the hit with
 // ErrSteps), and for a collection frame = the record's block area,
 // framecap = CollectCap, frameused carried from one Collect to the next.
-// x87/SSE/AVX state is never touched. Then:
+// x87/SSE/AVX state is never changed (with PadSpec.XSaveSize, XSAVE
+// stores it into the record). Then:
 //
 //   - active == 0: the pad leaves at once, having saved only flags and rax
 //     (a fast exit before the full save: after a stop the jumps may stay

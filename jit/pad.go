@@ -310,6 +310,21 @@ func checkPadSpec(spec PadSpec) error {
 	return nil
 }
 
+// needsBlock reports whether anything reads the register block: the
+// record (CollectRegs) or an expression that reads registers. Without
+// that the pad reserves its space but does not fill it.
+func (b *padBuilder) needsBlock() bool {
+	if b.spec.CollectRegs {
+		return true
+	}
+	for _, c := range append([]*Code{b.spec.Cond}, b.spec.Collect...) {
+		if c != nil && len(c.RegsRead) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // fastExit leaves at once, before saving anything else, when collection
 // is off (after tstop or a stop by the engine the jumps may stay until the
 // next stop of the program): it steps below the red zone, saves flags and
@@ -342,21 +357,25 @@ func (b *padBuilder) entry() {
 		a.push(r)
 	}
 	a.lea(rSP, at(rSP, -padBlockBytes))
-	for slot, r := range padSlotRegs {
-		if r != rSP {
-			a.store64(at(rSP, int32(8*slot)), r)
+	if b.needsBlock() {
+		for slot, r := range padSlotRegs {
+			if r != rSP {
+				a.store64(at(rSP, int32(8*slot)), r) // rbp still the thread's
+			}
 		}
 	}
 	a.movRR(padBase, rSP)
-	a.lea(rAX, at(padBase, padThreadRSP))
-	a.store64(at(padBase, 8*7), rAX)
-	a.movImm(rAX, b.spec.TPAddr)
-	a.store64(at(padBase, 8*16), rAX)
-	a.load64(rAX, at(padBase, padFlagsOff))
-	a.store64(at(padBase, 8*17), rAX)
-	for i, s := range []sreg{sCS, sSS, sDS, sES, sFS, sGS} {
-		a.movFromSreg(rAX, s)
-		a.store64(at(padBase, int32(8*(18+i))), rAX)
+	if b.needsBlock() {
+		a.lea(rAX, at(padBase, padThreadRSP))
+		a.store64(at(padBase, 8*7), rAX)
+		a.movImm(rAX, b.spec.TPAddr)
+		a.store64(at(padBase, 8*16), rAX)
+		a.load64(rAX, at(padBase, padFlagsOff))
+		a.store64(at(padBase, 8*17), rAX)
+		for i, s := range []sreg{sCS, sSS, sDS, sES, sFS, sGS} {
+			a.movFromSreg(rAX, s)
+			a.store64(at(padBase, int32(8*(18+i))), rAX)
+		}
 	}
 	a.cld()
 	a.movImm(padCtl, b.spec.Ctl)
