@@ -143,9 +143,9 @@ printf "at_call=%#lx at_riprel=%#lx at_jcc=%#lx\n", &at_call, &at_riprel, &at_jc
 }
 
 // fastThreadsSession runs testdata/threads with an ftrace at hit()
-// collecting id (gdb adds registers: records of 1136 bytes), with 64 KiB
-// lanes (57 records each), and returns
-// gdb's output and the hits the program counted.
+// collecting id (gdb adds the registers that locate it: records of 240
+// bytes) with 64 KiB lanes, and returns gdb's output and the hits the
+// program counted.
 func fastThreadsSession(t *testing.T, args ...string) (string, int) {
 	t.Helper()
 	out, hits, _ := fastThreadsSessionLog(t, 65536, args...)
@@ -190,14 +190,14 @@ func TestFastTraceLanesWrapAround(t *testing.T) {
 	if isGdbserver(stubPath(t)) {
 		t.Skip("gdbserver needs its in-process agent library for ftrace")
 	}
-	// 4 threads x 5000 hits in bursts of 100 with 2 ms pauses, 1 MiB
-	// lanes of about 920 records (registers and their XSAVE area: 1136
-	// bytes each): each lane wraps about 5 times while the drainer keeps
-	// up. On a loaded machine the drainer may fall behind a
+	// 4 threads x 5000 hits in bursts of 100 with 2 ms pauses, 256 KiB
+	// lanes of about 1090 records (the registers gdb asks for to find id,
+	// 240 bytes each): each lane wraps about 4 times while the drainer
+	// keeps up. On a loaded machine the drainer may fall behind a
 	// burst and drop a few hits: every hit must still be accounted for,
 	// and the records across the wraps (fillers) must parse.
-	const nthreads, hitsPerThread, laneRecords = 4, 5000, (1 << 20) / 1136
-	out, programHits, stubLog := fastThreadsSessionLog(t, 1<<20, strconv.Itoa(nthreads), strconv.Itoa(hitsPerThread), "100")
+	const nthreads, hitsPerThread, laneRecords = 4, 5000, (256 << 10) / 240
+	out, programHits, stubLog := fastThreadsSessionLog(t, 256<<10, strconv.Itoa(nthreads), strconv.Itoa(hitsPerThread), "100")
 	if programHits != nthreads*hitsPerThread {
 		t.Errorf("program counted %d hits, want %d", programHits, nthreads*hitsPerThread)
 	}

@@ -158,9 +158,24 @@ func (in *Installer) StartRun() {
 		return
 	}
 	in.lanes.reset()
-	if len(in.sites) == 0 && len(in.pending) == 0 {
-		in.nextSlot = 0
-		clear(in.bySlot)
+	if len(in.sites) != 0 || len(in.pending) != 0 {
+		return
+	}
+	in.nextSlot = 0
+	clear(in.bySlot)
+	if want := in.laneSize(); want > in.lanes.laneSize {
+		// gdb asked for a larger trace buffer: larger lanes. No pad
+		// refers to the old ones any more (none is placed).
+		old := in.lanes
+		in.lanes, in.ctl = nil, 0
+		if err := in.ensureCtlLocked(); err != nil {
+			in.lanes, in.ctl = old, old.mem.Addr
+			in.logf("fast tracepoints: keeping %d-byte lanes: %v", old.laneSize, err)
+			return
+		}
+		if err := in.proc.Unmap(old.mem); err != nil {
+			in.logf("fast tracepoints: %v", err)
+		}
 	}
 }
 

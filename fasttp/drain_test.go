@@ -49,7 +49,8 @@ func newDrainRig(tb testing.TB, laneSize uint64, circular bool, collectRegs bool
 	n := ownedLanes + 1
 	mem := &inferior.SharedMemory{Addr: 0x10000000, Data: make([]byte, ctlBytes+uint64(n)*laneSize)}
 	l := &lanes{mem: mem, laneSize: laneSize, tails: make([]uint64, n), scratch: make([][]RingRecord, n)}
-	in := &Installer{engine: e, logf: tb.Logf, lanes: l, bySlot: map[uint32]*jumpSite{0: {tp: e.Tracepoints()[0]}}}
+	in := &Installer{engine: e, logf: tb.Logf, lanes: l, bySlot: map[uint32]*jumpSite{0: {tp: e.Tracepoints()[0]}},
+		ringSize: laneSize, ringSet: true}
 	return &drainRig{in: in, e: e, lanes: l}
 }
 

@@ -54,7 +54,9 @@ type Installer struct {
 	mu       sync.Mutex
 	ctl      uint64 // control block in the inferior; 0 until the first pad
 	lanes    *lanes // the stub's view of the shared memory (nil until the first pad)
-	ringSize uint64 // bytes per lane
+	ringSize uint64 // bytes per lane (SetRingSize), or the least when not set
+	ringSet  bool   // SetRingSize was called: the lanes are exactly ringSize
+	draining bool   // the drainer goroutine runs
 	fsBase   bool   // pads may use rdfsbase (per-thread lanes)
 	nextSlot uint32
 	sites    map[*tracing.Tracepoint]*jumpSite
@@ -158,8 +160,29 @@ func (in *Installer) SetRingSize(n uint64) error {
 	if in.ctl != 0 {
 		return errors.New("trace ring size: the lanes are already mapped")
 	}
-	in.ringSize = n
+	in.ringSize, in.ringSet = n, true
 	return nil
+}
+
+// maxAutoLane bounds the lane size chosen from the trace buffer's size.
+const maxAutoLane = 256 << 20
+
+// laneSize is the size of the lanes to map: SetRingSize's, or twice the
+// trace buffer (rounded up to a power of two, at least DefaultRingSize,
+// at most maxAutoLane), so that one thread's lane holds every hit the
+// trace buffer can take (records with registers are about 1.4 times the
+// frame they become): a thread never outruns the drainer before a linear
+// buffer fills. Only touched pages take memory.
+func (in *Installer) laneSize() uint64 {
+	if in.ringSet {
+		return in.ringSize
+	}
+	want := uint64(2 * in.engine.BufferSize())
+	n := max(in.ringSize, DefaultRingSize)
+	for n < want && n < maxAutoLane {
+		n <<= 1
+	}
+	return n
 }
 
 // Install places tp: a jump pad when gdb asked for a fast tracepoint and
@@ -329,7 +352,7 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	if tp.StepCount > 0 {
 		return errors.New("while-stepping needs single-steps: traps only")
 	}
-	cond, collect, capBytes, regs, err := compileActions(tp)
+	cond, collect, capBytes, regs, xsave, err := compileActions(tp)
 	if err != nil {
 		return err
 	}
@@ -370,12 +393,12 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 		Cond: cond, Collect: collect, CollectCap: capBytes, CollectRegs: regs,
 		Lanes: ownedLanes, FSBase: in.fsBase,
 	}
-	if regs {
-		// Registers include the x87/SSE/AVX state: the pad XSAVEs it.
+	if xsave {
+		// gdb wants x87/SSE/AVX registers too: the pad XSAVEs them.
 		spec.XSaveMask, spec.XSaveSize = tdesc.XSaveMask(cpu.X86.HasAVX), tdesc.XSaveSize(cpu.X86.HasAVX)
 	}
-	if 2*spec.RecordSize() > in.ringSize {
-		return fmt.Errorf("a record of %d bytes does not fit twice in a %d-byte lane", spec.RecordSize(), in.ringSize)
+	if 2*spec.RecordSize() > in.lanes.laneSize {
+		return fmt.Errorf("a record of %d bytes does not fit twice in a %d-byte lane", spec.RecordSize(), in.lanes.laneSize)
 	}
 	probe, err := jit.BuildJumpPadAMD64(spec)
 	if err != nil {
@@ -472,13 +495,16 @@ func (in *Installer) ensureCtlLocked() error {
 	if in.lanes != nil {
 		return nil
 	}
-	l, err := mapLanes(in.proc, in.ringSize)
+	l, err := mapLanes(in.proc, in.laneSize())
 	if err != nil {
 		return err
 	}
 	in.lanes, in.ctl = l, l.mem.Addr
 	in.fsBase = hasFSBase(in.proc.Pid())
-	go in.drainLoop(in.proc.Done())
+	if !in.draining {
+		in.draining = true
+		go in.drainLoop(in.proc.Done())
+	}
 	return nil
 }
 
@@ -545,7 +571,7 @@ func align16(v uint64) uint64 { return (v + 15) &^ 15 }
 // compileActions compiles tp's condition and collection for a pad:
 // everything must compile (no interpreter inside the inferior) and no
 // trace state variable may be used (their values live in the engine).
-func compileActions(tp *tracing.Tracepoint) (cond *jit.Code, collect []*jit.Code, capBytes uint32, regs bool, err error) {
+func compileActions(tp *tracing.Tracepoint) (cond *jit.Code, collect []*jit.Code, capBytes uint32, regs, xsave bool, err error) {
 	// Plain loads: a bad address faults, and the stub's fault hook sends
 	// the thread to the recovery code, which redoes the read safely.
 	opts := jit.Options{ZeroUnreadable: true, FaultLoads: true}
@@ -564,7 +590,7 @@ func compileActions(tp *tracing.Tracepoint) (cond *jit.Code, collect []*jit.Code
 	}
 	if tp.Cond != nil {
 		if cond, err = compile("the condition", tp.Cond); err != nil {
-			return nil, nil, 0, false, err
+			return nil, nil, 0, false, false, err
 		}
 	}
 	total := uint64(0)
@@ -574,28 +600,56 @@ func compileActions(tp *tracing.Tracepoint) (cond *jit.Code, collect []*jit.Code
 		switch a.Kind {
 		case tracing.ActionRegisters:
 			regs = true
+			xsave = xsave || maskHasFPRegs(a.RegMask)
 			continue
 		case tracing.ActionMemory:
 			e, err = memoryActionExpr(a)
 			if err != nil {
-				return nil, nil, 0, false, err
+				return nil, nil, 0, false, false, err
 			}
 		case tracing.ActionExpr:
 			e = a.Expr
 		default:
-			return nil, nil, 0, false, fmt.Errorf("action %q not supported in a pad", a.Text)
+			return nil, nil, 0, false, false, fmt.Errorf("action %q not supported in a pad", a.Text)
 		}
 		c, err := compile(fmt.Sprintf("action %q", a.Text), e)
 		if err != nil {
-			return nil, nil, 0, false, err
+			return nil, nil, 0, false, false, err
 		}
 		collect = append(collect, c)
 		total += collectBound(e)
 	}
 	if total > maxCollectCap {
-		return nil, nil, 0, false, fmt.Errorf("collects up to %d bytes per hit (pads reserve at most %d)", total, maxCollectCap)
+		return nil, nil, 0, false, false, fmt.Errorf("collects up to %d bytes per hit (pads reserve at most %d)", total, maxCollectCap)
 	}
-	return cond, collect, uint32(total), regs, nil
+	return cond, collect, uint32(total), regs, xsave, nil
+}
+
+// maskHasFPRegs reports whether an R action's register mask (gdb's hex
+// string, the last two digits being registers 0-7) names an x87, SSE or
+// AVX register: only then does the pad store the XSAVE area.
+func maskHasFPRegs(mask string) bool {
+	for i := 0; i < len(mask); i++ {
+		d := mask[len(mask)-1-i]
+		var v byte
+		switch {
+		case d >= '0' && d <= '9':
+			v = d - '0'
+		case d >= 'a' && d <= 'f':
+			v = d - 'a' + 10
+		case d >= 'A' && d <= 'F':
+			v = d - 'A' + 10
+		default:
+			return true // malformed: collect everything
+		}
+		for b := 0; b < 4; b++ {
+			n := 4*i + b
+			if v&(1<<b) != 0 && (n >= tdesc.ST0 && n <= tdesc.MXCSR || n >= tdesc.YMM0H && n < tdesc.YMM0H+16) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // memoryActionExpr turns an M action into the bytecode collecting it.

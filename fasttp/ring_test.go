@@ -269,3 +269,25 @@ func FuzzParseLane(f *testing.F) {
 		}
 	})
 }
+
+func TestMaskHasFPRegs(t *testing.T) {
+	cases := []struct {
+		mask string
+		want bool
+	}{
+		{"", false},
+		{"ff", false},                              // rax..rdi, rbp, rsp
+		{"300c0", false},                           // rbp, rsp, rip, eflags
+		{"1000000", true},                          // st0 (24)
+		{"100000000000000", true},                  // mxcsr (56)
+		{"1000000000000000", true},                 // ymm0h (60)
+		{"800000000000000", false},                 // 59, gs_base
+		{"ffffffffffffffffffffffffffffffff", true}, // $regs
+		{"zz", true},                               // malformed: everything
+	}
+	for _, c := range cases {
+		if got := maskHasFPRegs(c.mask); got != c.want {
+			t.Errorf("maskHasFPRegs(%q) = %v, want %v", c.mask, got, c.want)
+		}
+	}
+}

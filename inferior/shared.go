@@ -28,6 +28,30 @@ func (m *SharedMemory) Close() error {
 	return err
 }
 
+// Unmap removes the process's view of m (its pages are freed once no
+// one maps them) and closes the stub's. Every thread must be stopped and
+// none may use the memory again.
+func (p *Process) Unmap(m *SharedMemory) error {
+	err := p.do(func() error {
+		t, err := p.anyStoppedThread()
+		if err != nil {
+			return err
+		}
+		res, err := p.injectSyscall(t, unix.SYS_MUNMAP, m.Addr, uint64(len(m.Data)))
+		if err == nil && int64(res) < 0 {
+			err = unix.Errno(-int64(res))
+		}
+		return err
+	})
+	if cerr := m.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("unmapping shared memory: %w", err)
+	}
+	return nil
+}
+
 // memfdName is the name the process's memfd shows in /proc/PID/maps
 // ("/memfd:gotpstub-trace (deleted)").
 const memfdName = "gotpstub-trace\x00"

@@ -127,6 +127,9 @@ func (e *Engine) SetFastDropped(n uint64) {
 	e.mu.Unlock()
 }
 
+// BufferSize returns the trace buffer's size in bytes (QTBuffer:size).
+func (e *Engine) BufferSize() int { return e.buf.Size() }
+
 // SetFastTracepoints makes Features announce FastTracepoints (gdb then
 // downloads ftrace locations with their F flag). Only set it when the
 // Installer really places fast tracepoints.
