@@ -58,9 +58,12 @@ type Stats struct {
 	Circular bool // circular mode (circular)
 }
 
-// record is one stored frame plus what the indexes need about it.
+// record is one stored frame plus what the indexes need about it. It
+// holds no pointer (the bytes are in the buffer's slabs: Buffer.raw), so
+// a buffer of a million frames costs the garbage collector nothing.
 type record struct {
-	raw         []byte
+	slab        int64  // the slab holding the bytes (absolute index, see Buffer.slabBase)
+	off, n      int32  // the bytes: slab[off:off+n]
 	start       int64  // absolute byte offset of the frame since Clear
 	fallbackPC  uint64 // from FrameBuilder.SetFallbackPC
 	tpnum       uint16
@@ -81,6 +84,10 @@ type Buffer struct {
 	end     int64 // absolute offset just past the last committed frame
 	created int
 	regSize int // size of R blocks in the buffer; 0 until the first one
+	// slabs hold the frames' bytes, oldest first; slabs[0] has absolute
+	// index slabBase (older ones were freed when their frames went).
+	slabs    [][]byte
+	slabBase int64
 
 	// byTP maps a tracepoint number to the sequence numbers of its frames,
 	// ascending. Entries below headSeq are stale (dropped frames).
@@ -95,8 +102,9 @@ type Buffer struct {
 	// sizeHint is the size of the last committed frame: the capacity
 	// NewFrame preallocates (read without the lock).
 	sizeHint atomic.Int64
-	// stale counts index entries referring to dropped frames; when it
-	// exceeds the number of present frames the maps are rebuilt.
+	// stale counts address index entries referring to dropped frames;
+	// when it exceeds twice the number of present frames the maps are
+	// rebuilt. (byTP drops its entries as the frames go.)
 	stale int
 }
 
@@ -147,6 +155,8 @@ func (b *Buffer) Clear() {
 
 func (b *Buffer) clearLocked() {
 	b.frames = nil
+	b.slabs = nil
+	b.slabBase = 0
 	b.head = 0
 	b.headSeq = 0
 	b.used = 0
@@ -233,17 +243,18 @@ func (b *Buffer) RegBlockSize() int {
 // Commit stores the frame f. A linear buffer returns ErrFull when the frame
 // does not fit, storing nothing; a circular buffer drops its oldest frames
 // until it fits. A frame larger than the whole buffer is refused with
-// ErrFull in both modes and nothing is dropped. After a successful Commit
-// the builder is spent: it must not be committed again.
+// ErrFull in both modes and nothing is dropped. Commit copies the frame's
+// bytes into the buffer's slabs; after a successful Commit the builder is
+// spent: it must not be committed again before a Reset.
 func (b *Buffer) Commit(f *FrameBuilder) error {
-	if f == nil || f.raw == nil {
+	if f == nil || f.raw == nil || f.spent {
 		return fmt.Errorf("commit trace frame: %w", ErrCommitted)
 	}
 	if f.tpnum <= 0 || f.tpnum > 0xffff {
 		return fmt.Errorf("commit trace frame for tracepoint %d: %w", f.tpnum, ErrBadTracepoint)
 	}
 	dataSize := len(f.raw) - HeaderSize
-	if uint64(dataSize) > 0xffffffff {
+	if uint64(dataSize) > 0xffffffff || len(f.raw) > 1<<31-1 {
 		return fmt.Errorf("commit trace frame of %d bytes: %w", len(f.raw), ErrFull)
 	}
 	if f.regMismatch {
@@ -272,19 +283,17 @@ func (b *Buffer) Commit(f *FrameBuilder) error {
 	if f.regSize > 0 {
 		b.regSize = f.regSize
 	}
-	raw := f.raw
-	if cap(raw) > 2*len(raw) && cap(raw) > 256 {
-		// The preallocation was much too big: keep only what is used.
-		raw = append([]byte(nil), raw...)
-	}
+	slab, off := b.store(f.raw)
 	rec := record{
-		raw:         raw,
+		slab:        slab,
+		off:         off,
+		n:           int32(len(f.raw)),
 		start:       b.end,
 		tpnum:       uint16(f.tpnum),
 		fallbackPC:  f.fallbackPC,
 		hasFallback: f.hasFallback,
 	}
-	f.raw = nil
+	f.spent = true
 	seq := b.headSeq + int64(len(b.frames)-b.head)
 	if b.addrValid {
 		addr, ok := b.frameAddr(&rec)
@@ -295,37 +304,82 @@ func (b *Buffer) Commit(f *FrameBuilder) error {
 		b.addrKnown = append(b.addrKnown, ok)
 	}
 	b.byTP[rec.tpnum] = append(b.byTP[rec.tpnum], seq)
-	b.sizeHint.Store(int64(min(len(rec.raw), 1<<20)))
+	b.sizeHint.Store(int64(min(int(rec.n), 1<<20)))
 	b.frames = append(b.frames, rec)
-	b.end += int64(len(rec.raw))
-	b.used += len(rec.raw)
+	b.end += int64(rec.n)
+	b.used += int(rec.n)
 	b.created++
 	return nil
+}
+
+// slabSize is the size of the slabs frame bytes are copied into: frames
+// share a few large allocations (cheap for the garbage collector) instead
+// of one each. A slab is freed once no present frame (or Frame view
+// handed out) uses it.
+const slabSize = 1 << 20
+
+// store copies a frame's bytes into the current slab and returns where.
+// Stored bytes never change (Frame views stay valid).
+func (b *Buffer) store(raw []byte) (slab int64, off int32) {
+	n := len(raw)
+	last := len(b.slabs) - 1
+	if last < 0 || cap(b.slabs[last])-len(b.slabs[last]) < n {
+		b.slabs = append(b.slabs, make([]byte, 0, max(slabSize, n)))
+		last++
+	}
+	off = int32(len(b.slabs[last]))
+	b.slabs[last] = append(b.slabs[last], raw...)
+	return b.slabBase + int64(last), off
+}
+
+// raw returns the bytes of a stored frame.
+func (b *Buffer) raw(rec *record) []byte {
+	s := b.slabs[rec.slab-b.slabBase]
+	return s[rec.off : rec.off+rec.n : rec.off+rec.n]
+}
+
+// freeSlabsLocked lets go of the slabs older than the oldest present
+// frame's.
+func (b *Buffer) freeSlabsLocked() {
+	keep := b.slabBase + int64(len(b.slabs)) - 1 // the current slab stays
+	if b.head < len(b.frames) {
+		keep = b.frames[b.head].slab
+	}
+	if drop := keep - b.slabBase; drop > 0 {
+		clear(b.slabs[:drop])
+		b.slabs = b.slabs[drop:]
+		b.slabBase = keep
+	}
 }
 
 // dropOldestLocked discards the oldest present frame.
 func (b *Buffer) dropOldestLocked() {
 	old := &b.frames[b.head]
-	b.used -= len(old.raw)
-	b.stale++
+	b.used -= int(old.n)
+	// Its sequence number is the first of its tracepoint's list.
+	if l := b.byTP[old.tpnum]; len(l) > 0 && l[0] == b.headSeq {
+		b.byTP[old.tpnum] = l[1:]
+	}
 	if b.addrValid && b.addrKnown[b.head] {
 		b.stale++
 	}
-	*old = record{} // let the bytes go
 	b.head++
 	b.headSeq++
 	present := len(b.frames) - b.head
 	if b.head >= 1024 && b.head > present {
-		b.frames = compact(b.frames, b.head)
+		// Move the present frames down in place: each frame moves about
+		// once, and the slices keep their capacity.
+		b.frames = shiftDown(b.frames, b.head)
 		if b.addrValid {
-			b.addrs = compact(b.addrs, b.head)
-			b.addrKnown = compact(b.addrKnown, b.head)
+			b.addrs = shiftDown(b.addrs, b.head)
+			b.addrKnown = shiftDown(b.addrKnown, b.head)
 		}
 		b.head = 0
 	}
 	if b.stale > 2*present+1024 {
 		b.rebuildIndexLocked()
 	}
+	b.freeSlabsLocked()
 }
 
 // rebuildIndexLocked rebuilds the sequence-number maps from the present
@@ -346,16 +400,15 @@ func (b *Buffer) rebuildIndexLocked() {
 	b.stale = 0
 }
 
-// compact returns a fresh slice holding s[head:], dropping the rest.
-func compact[T any](s []T, head int) []T {
-	kept := make([]T, len(s)-head, len(s)-head+(len(s)-head)/2+1)
-	copy(kept, s[head:])
-	return kept
+// shiftDown moves s[head:] to the start of s and returns it, same capacity.
+func shiftDown[T any](s []T, head int) []T {
+	n := copy(s, s[head:])
+	return s[:n]
 }
 
 // frameAddr returns rec's tfind address for b.addrPCOffset.
 func (b *Buffer) frameAddr(rec *record) (uint64, bool) {
-	f := Frame{Raw: rec.raw, RegBlockSize: b.regSize, fallbackPC: rec.fallbackPC, hasFallback: rec.hasFallback}
+	f := Frame{Raw: b.raw(rec), RegBlockSize: b.regSize, fallbackPC: rec.fallbackPC, hasFallback: rec.hasFallback}
 	return f.PC(b.addrPCOffset)
 }
 
@@ -388,7 +441,7 @@ func (b *Buffer) frameLocked(num int) (*Frame, bool) {
 	return &Frame{
 		Num:          num,
 		TPNum:        int(rec.tpnum),
-		Raw:          rec.raw,
+		Raw:          b.raw(rec),
 		RegBlockSize: b.regSize,
 		fallbackPC:   rec.fallbackPC,
 		hasFallback:  rec.hasFallback,
@@ -507,7 +560,7 @@ func (b *Buffer) readRawLocked(offset, n int) []byte {
 	base := present[0].start
 	abs := base + int64(offset)
 	i := sort.Search(len(present), func(i int) bool {
-		return present[i].start+int64(len(present[i].raw)) > abs
+		return present[i].start+int64(present[i].n) > abs
 	})
 	out := make([]byte, 0, n)
 	for ; i < len(present) && len(out) < n; i++ {
@@ -516,7 +569,7 @@ func (b *Buffer) readRawLocked(offset, n int) []byte {
 		if from < 0 {
 			from = 0
 		}
-		chunk := rec.raw[from:]
+		chunk := b.raw(rec)[from:]
 		if rem := n - len(out); len(chunk) > rem {
 			chunk = chunk[:rem]
 		}
@@ -544,7 +597,7 @@ func (b *Buffer) rawFrames() [][]byte {
 	defer b.mu.Unlock()
 	out := make([][]byte, 0, len(b.frames)-b.head)
 	for i := b.head; i < len(b.frames); i++ {
-		out = append(out, b.frames[i].raw)
+		out = append(out, b.raw(&b.frames[i]))
 	}
 	return out
 }

@@ -11,6 +11,7 @@ type FrameBuilder struct {
 	regMismatch bool
 	fallbackPC  uint64
 	hasFallback bool
+	spent       bool // committed: Reset makes it usable again
 }
 
 // NewFrame starts a frame for tracepoint tpnum. Nothing is stored until
@@ -21,13 +22,26 @@ func (b *Buffer) NewFrame(tpnum int) *FrameBuilder {
 	return &FrameBuilder{tpnum: tpnum, raw: raw}
 }
 
+// Reset makes f a new, empty frame for tracepoint tpnum, reusing its
+// memory (Commit copies the frame into the buffer): a caller that builds
+// many frames keeps one builder instead of allocating one per frame.
+func (f *FrameBuilder) Reset(tpnum int) {
+	if f.raw == nil {
+		f.raw = make([]byte, HeaderSize, 64)
+	}
+	f.raw = f.raw[:HeaderSize]
+	binary.LittleEndian.PutUint16(f.raw[0:2], uint16(tpnum))
+	binary.LittleEndian.PutUint32(f.raw[2:6], 0)
+	*f = FrameBuilder{tpnum: tpnum, raw: f.raw}
+}
+
 // TPNum returns the tracepoint number the frame is for.
 func (f *FrameBuilder) TPNum() int { return f.tpnum }
 
 // AddRegisters appends an 'R' block holding a copy of block (the whole
 // register file in g-packet layout).
 func (f *FrameBuilder) AddRegisters(block []byte) {
-	if f.raw == nil {
+	if f.spent {
 		return
 	}
 	if f.regSize != 0 && f.regSize != len(block) {
@@ -42,7 +56,7 @@ func (f *FrameBuilder) AddRegisters(block []byte) {
 // split into blocks of at most MaxMemoryBlock bytes. Empty data adds one
 // empty block.
 func (f *FrameBuilder) AddMemory(addr uint64, data []byte) {
-	if f.raw == nil {
+	if f.spent {
 		return
 	}
 	for first := true; first || len(data) > 0; first = false {
@@ -61,7 +75,7 @@ func (f *FrameBuilder) AddMemory(addr uint64, data []byte) {
 
 // AddTSV appends a 'V' block recording trace state variable num's value.
 func (f *FrameBuilder) AddTSV(num int, v int64) {
-	if f.raw == nil {
+	if f.spent {
 		return
 	}
 	f.raw = append(f.raw, BlockTSV)

@@ -154,6 +154,8 @@ type Engine struct {
 	// fastSlots: register number → place in the register block, for
 	// the registers fast tracepoints deliver (FastHits).
 	fastSlots []regSlot
+	// fastFrame is the frame builder FastHits reuses for every hit.
+	fastFrame frames.FrameBuilder
 	numRegs   int
 	pcReg     int // register number of the PC, -1 if unknown
 	pcOffset  int // offset of the PC in the register block, -1 if unknown

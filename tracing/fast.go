@@ -175,7 +175,8 @@ func (e *Engine) fastHitLocked(tp *Tracepoint, regs []uint64, xsave, blocks []by
 	h := &e.hit
 	h.overflow = false
 	tp.Hits++
-	h.frame = e.buf.NewFrame(tp.Num)
+	e.fastFrame.Reset(tp.Num) // one builder for every fast hit: Commit copies
+	h.frame = &e.fastFrame
 	h.frame.SetFallbackPC(tp.Addr)
 	if tp.collectsRegisters() {
 		block := h.regBlock(nil, 0, false)
