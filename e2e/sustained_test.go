@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -223,4 +224,54 @@ func symbolAddr(t *testing.T, prog, fn string) string {
 		t.Fatalf("no address of %s in the output", fn)
 	}
 	return m[1]
+}
+
+func TestProgramOutlivesKilledStub(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver's launched programs die with it (PTRACE_O_EXITKILL)")
+	}
+	// The stub is SIGKILLed while two threads hit a fast tracepoint: the
+	// program must run on to its normal end with the right result (the
+	// pads see the stub gone and skip), not die with the stub — unless
+	// the user asked for that with --kill-on-stub-exit.
+	for _, killWith := range []bool{false, true} {
+		t.Run(fmt.Sprintf("kill-on-stub-exit=%v", killWith), func(t *testing.T) {
+			flags := []string{"--once", "--debug"}
+			if killWith {
+				flags = append(flags, "--kill-on-stub-exit")
+			}
+			prog := buildProgram(t, "threads")
+			stub := startStub(t, flags, prog, "2", "20000", "100")
+			g := startGDB(t, prog, strings.Join([]string{
+				"target remote " + stub.target(),
+				"break main", "continue",
+				"ftrace hit", "actions", "collect id", "end",
+				"tstart", "continue",
+			}, "\n"))
+			if !waitFor(10*time.Second, func() bool { return strings.Contains(stub.output.String(), "jump pad") }) {
+				t.Fatalf("the fast tracepoint was not placed; stub output:\n%s", stub.output.String())
+			}
+			time.Sleep(200 * time.Millisecond) // the threads are hitting it (2 ms pause every 100 hits)
+			if err := stub.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			<-stub.done
+			g.wait(t)
+			if killWith {
+				pid := stub.inferiorPid()
+				gone := waitFor(5*time.Second, func() bool {
+					st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+					return err != nil || strings.Contains(string(st), ") Z ")
+				})
+				if pid == 0 || !gone {
+					t.Fatalf("program %d still alive 5 s after the stub died with --kill-on-stub-exit", pid)
+				}
+				return
+			}
+			if !waitFor(20*time.Second, func() bool { return strings.Contains(stub.output.String(), "total hits") }) {
+				t.Fatalf("the program did not finish after the stub died; output:\n%s", stub.output.String())
+			}
+			mustContain(t, stub.output.String(), "total hits 40000")
+		})
+	}
 }

@@ -165,19 +165,20 @@ func (in *Installer) SetRingSize(n uint64) error {
 }
 
 // maxAutoLane bounds the lane size chosen from the trace buffer's size.
-const maxAutoLane = 32 << 20
+const maxAutoLane = 16 << 20
 
-// laneSize is the size of the lanes to map: SetRingSize's, or the trace
-// buffer's (rounded up to a power of two, at least DefaultRingSize, at
-// most maxAutoLane), so that a lane absorbs bursts of the size of what
-// the buffer takes while the drainer catches up. A thread's first hit
+// laneSize is the size of the lanes to map: SetRingSize's, or four times
+// the trace buffer's (rounded up to a power of two, at least
+// DefaultRingSize, at most maxAutoLane): a no-action record is 32 bytes
+// where its frame is 6, so a lane that size absorbs a burst of most of
+// what the buffer takes while the drainer catches up. A thread's first hit
 // maps its whole lane at once (the pad's madvise), so a lane costs its
 // size in memory and, once, a few milliseconds per thread.
 func (in *Installer) laneSize() uint64 {
 	if in.ringSet {
 		return in.ringSize
 	}
-	want := uint64(in.engine.BufferSize())
+	want := uint64(4 * in.engine.BufferSize())
 	n := max(in.ringSize, DefaultRingSize)
 	for n < want && n < maxAutoLane {
 		n <<= 1

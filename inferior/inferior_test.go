@@ -1703,7 +1703,8 @@ func TestStepOverExitGroup(t *testing.T) {
 }
 
 // TestCloseWhileWaiting: Close ends a pending Wait with ErrClosed and,
-// for a launched program, kills it (PTRACE_O_EXITKILL).
+// for a launched program, kills it (explicitly: PTRACE_O_EXITKILL is off
+// by default).
 func TestCloseWhileWaiting(t *testing.T) {
 	prog := testProgram(t)
 	p, err := Launch(LaunchOptions{Path: prog, Args: []string{prog, "spin"}})

@@ -141,8 +141,8 @@ func newProcess() *Process {
 // loop is the ptrace goroutine.
 func (p *Process) loop(started chan struct{}) {
 	// Never unlocked: when this goroutine returns, its thread exits with
-	// it, and the kernel detaches (or, for launched programs, kills) any
-	// tracee still attached.
+	// it, and the kernel detaches any tracee still attached (or kills it,
+	// with LaunchOptions.KillOnTracerExit).
 	runtime.LockOSThread()
 	p.tracerTid = unix.Gettid()
 	signal.Notify(p.sigchld, unix.SIGCHLD)
@@ -310,7 +310,10 @@ func (p *Process) launch(o LaunchOptions) error {
 	if err := p.waitStartupTrap(); err != nil {
 		return err
 	}
-	opts := traceOptions | unix.PTRACE_O_EXITKILL
+	opts := traceOptions
+	if o.KillOnTracerExit {
+		opts |= unix.PTRACE_O_EXITKILL
+	}
 	p.baseOptions = opts
 	if err := unix.PtraceSetOptions(pid, opts); err != nil {
 		_ = unix.Kill(pid, unix.SIGKILL)

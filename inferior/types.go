@@ -20,6 +20,12 @@ type LaunchOptions struct {
 	// DisableASLR runs the program with personality ADDR_NO_RANDOMIZE.
 	DisableASLR bool
 
+	// KillOnTracerExit kills the program if the tracer dies without
+	// closing the Process (PTRACE_O_EXITKILL: the stub crashed or was
+	// killed). Without it the kernel detaches the program, which runs
+	// on. Close kills a launched program either way.
+	KillOnTracerExit bool
+
 	// Standard files of the program; nil means the stub's.
 	Stdin, Stdout, Stderr *os.File
 }

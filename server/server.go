@@ -34,6 +34,9 @@ type Config struct {
 	Wrapper []string
 	// DisableRandomization makes launched programs run without ASLR (gdbserver's default).
 	DisableRandomization bool
+	// KillOnStubExit kills launched programs when the stub dies
+	// (PTRACE_O_EXITKILL); by default they outlive a crashed stub.
+	KillOnStubExit bool
 	// DisabledPackets lists packet names disabled with --disable-packet.
 	DisabledPackets []string
 	// TraceRingSize is the size of the ring fast tracepoints write to
@@ -147,14 +150,15 @@ func (s *Server) Launch(argv []string) error {
 	// Programs are executed directly, never through a shell (see README:
 	// QStartupWithShell is accepted but has no effect).
 	p, err := inferior.Launch(inferior.LaunchOptions{
-		Path:        argv[0],
-		Args:        argv,
-		Env:         s.env.list(),
-		Dir:         s.workDir,
-		Wrapper:     s.cfg.Wrapper,
-		DisableASLR: s.cfg.DisableRandomization,
-		Stdin:       s.cfg.Stdin,
-		Stdout:      s.cfg.Stdout,
+		Path:             argv[0],
+		Args:             argv,
+		Env:              s.env.list(),
+		Dir:              s.workDir,
+		Wrapper:          s.cfg.Wrapper,
+		DisableASLR:      s.cfg.DisableRandomization,
+		KillOnTracerExit: s.cfg.KillOnStubExit,
+		Stdin:            s.cfg.Stdin,
+		Stdout:           s.cfg.Stdout,
 	})
 	if err != nil {
 		return fmt.Errorf("launching %s: %w", argv[0], err)

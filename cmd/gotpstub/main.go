@@ -61,6 +61,10 @@ Other options:
                         directly (no shell globbing or substitution).
   --listen-all          With ":PORT", listen on every interface instead of
                         loopback only.
+  --kill-on-stub-exit   Kill a launched program if the stub itself dies
+                        (PTRACE_O_EXITKILL). By default a program outlives
+                        a crashed or killed stub and runs on (a normal exit
+                        of the stub still kills a program it launched).
 
 Debug options:
 
@@ -69,8 +73,9 @@ Debug options:
   --debug-file=FILE     Write debugging output to FILE.
   --trace-ring-size=N   Bytes of each lane fast tracepoints write to inside
                         the program (memory shared with the stub; a thread
-                        gets a lane of its own, up to 16; default 8 MiB; a
-                        power of two). A hit that finds its lane full is
+                        gets a lane of its own, up to 16; a power of two;
+                        default: four times gdb's trace-buffer-size, 8 to
+                        16 MiB). A hit that finds its lane full is
                         dropped and counted in tstatus' notes.
   --debug-format=OPTS   Accepted for compatibility.
   --disable-packet=OPT1[,OPT2,...]
@@ -88,6 +93,7 @@ type options struct {
 	debugFile                      string
 	wrapper                        []string
 	disableRandomization           bool
+	killOnStubExit                 bool
 	disabled                       []string
 	traceRingSize                  uint64
 	comm                           string
@@ -120,6 +126,8 @@ func parseArgs(args []string) (*options, error) {
 			o.once = true
 		case a == "--listen-all":
 			o.listenAll = true
+		case a == "--kill-on-stub-exit":
+			o.killOnStubExit = true
 		case a == "--debug":
 			o.debug = true
 		case a == "--remote-debug":
@@ -209,6 +217,7 @@ func run(args []string) int {
 		Once:                 o.once,
 		Wrapper:              o.wrapper,
 		DisableRandomization: o.disableRandomization,
+		KillOnStubExit:       o.killOnStubExit,
 		DisabledPackets:      o.disabled,
 		TraceRingSize:        o.traceRingSize,
 		Progress:             os.Stderr,

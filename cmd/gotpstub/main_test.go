@@ -20,6 +20,7 @@ func TestParseArgs(t *testing.T) {
 		{args: []string{"--once", "--multi", "--disable-packet=T,Tthread", "localhost:2346"}, want: options{once: true, multi: true, disabled: []string{"T", "Tthread"}, comm: "localhost:2346", rest: []string{}, disableRandomization: true}},
 		{args: []string{"--wrapper", "env", "X=1", "--", ":1", "prog"}, want: options{wrapper: []string{"env", "X=1"}, comm: ":1", rest: []string{"prog"}, disableRandomization: true}},
 		{args: []string{"--no-disable-randomization", "--remote-debug", "--debug", "--debug-file=/tmp/x", "stdio", "p"}, want: options{remoteDebug: true, debug: true, debugFile: "/tmp/x", comm: "stdio", rest: []string{"p"}}},
+		{args: []string{"--kill-on-stub-exit", ":1", "p"}, want: options{killOnStubExit: true, comm: ":1", rest: []string{"p"}, disableRandomization: true}},
 		{args: []string{"--trace-ring-size=0x100000", ":1", "p"}, want: options{traceRingSize: 1 << 20, comm: ":1", rest: []string{"p"}, disableRandomization: true}},
 		{args: []string{"--trace-ring-size=100", ":1", "p"}, wantErr: "power of two"},
 		{args: []string{"--trace-ring-size=4096", ":1", "p"}, wantErr: "between"},
