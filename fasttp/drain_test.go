@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"gotpstub/inferior"
 	"gotpstub/jit"
@@ -179,5 +182,44 @@ func TestSyncDrainsPastOneBatch(t *testing.T) {
 	want := fmt.Sprintf(";tframes:%x;", n)
 	if reply, _ := r.e.HandlePacket([]byte("qTStatus")); !strings.Contains(string(reply), want) {
 		t.Errorf("qTStatus %s, want %s", reply, want)
+	}
+}
+
+func TestPopulateAhead(t *testing.T) {
+	const laneSize = 8 << 20
+	n := ownedLanes + 1
+	data, err := unix.Mmap(-1, 0, int(ctlBytes+uint64(n)*laneSize), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(data)
+	l := &lanes{mem: &inferior.SharedMemory{Data: data}, laneSize: laneSize, tails: make([]uint64, n),
+		scratch: make([][]RingRecord, n), populated: make([]uint64, n)}
+	resident := func(b []byte) int {
+		vec := make([]byte, len(b)/4096)
+		if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+			t.Fatalf("mincore: %v", e)
+		}
+		k := 0
+		for _, v := range vec {
+			k += int(v & 1)
+		}
+		return k
+	}
+	l.populateAhead(3, 0) // unused lane: nothing
+	if got := resident(l.data(3)); got != 0 {
+		t.Fatalf("%d pages of an unused lane populated", got)
+	}
+	l.populateAhead(3, 100)
+	want := int((100 + populateBytes + 4095) / 4096)
+	if got := resident(l.data(3)); got != want {
+		t.Errorf("%d pages populated after the first records, want %d", got, want)
+	}
+	if got := resident(l.data(4)); got != 0 {
+		t.Errorf("%d pages of lane 4 populated", got)
+	}
+	l.populateAhead(3, laneSize+10) // a lap done
+	if l.populated[3] != laneSize {
+		t.Errorf("populated %d after a lap", l.populated[3])
 	}
 }

@@ -632,7 +632,7 @@ func (b *padBuilder) lane() {
 	a.testRR(rAX, rAX)
 	next := a.jcc8(condNE)
 	a.lockCmpxchg(owner, rSI) // rax = 0: claim the free entry
-	claimed := a.jcc32(condE)
+	found = append(found, a.jcc32(condE))
 	a.aluRR(aluCmp, rAX, rSI) // another thread with our fs base? (not possible, but harmless)
 	found = append(found, a.jcc32(condE))
 	a.here8(next)
@@ -647,29 +647,11 @@ func (b *padBuilder) lane() {
 	}
 	a.shiftImm(shiftShl, rDX, 8) // * LaneHdrSize
 	a.lea(padLane, mem{base: padCtl, index: int(rDX), scale: 1, disp: CtlLanes})
-	done = append(done, a.jmp32())
-	// The thread's first hit claimed the lane: have its pages mapped now,
-	// once (madvise MADV_POPULATE_WRITE; older kernels refuse it), rather
-	// than a page fault every few records while it fills for the first time.
-	a.patch32(claimed, a.pos())
-	a.shiftImm(shiftShl, rDX, 8)
-	a.lea(padLane, mem{base: padCtl, index: int(rDX), scale: 1, disp: CtlLanes})
-	a.load64(rDI, at(padLane, LaneBase))
-	a.load64(rSI, at(padLane, LaneSize))
-	a.movImm(rDX, madvPopulateWrite)
-	a.movImm(rAX, sysMadvise)
-	a.syscall()
 	here = a.pos()
 	for _, f := range done {
 		a.patch32(f, here)
 	}
 }
-
-// madvise(2) and MADV_POPULATE_WRITE (Linux 5.14) on x86-64.
-const (
-	sysMadvise        = 28
-	madvPopulateWrite = 23
-)
 
 // reserve reserves padSizeR bytes in the lane at padLane, with a filler
 // record when they do not fit before the lane's end, and sets padRecord.

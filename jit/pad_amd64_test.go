@@ -673,18 +673,11 @@ func TestPadShape(t *testing.T) {
 			if last := body[len(body)-1].inst; last.Op != x86asm.JMP {
 				t.Errorf("the body ends with %v, not a jmp", last)
 			}
-			calls, rdtscs, rdfsbases, tails, syscalls := 0, 0, 0, 0, 0
-			for k, in := range body {
+			calls, rdtscs, rdfsbases, tails := 0, 0, 0, 0
+			for _, in := range body {
 				inst := in.inst
 				switch inst.Op {
-				case x86asm.SYSCALL:
-					// Only the madvise that populates a lane just claimed:
-					// eax = 28, edx = MADV_POPULATE_WRITE set just before.
-					syscalls++
-					if k < 2 || syntax(body[k-1]) != "mov eax, 0x1c" || syntax(body[k-2]) != "mov edx, 0x17" {
-						t.Errorf("offset %d: a system call that is not the lane's madvise", in.off)
-					}
-				case x86asm.INT, x86asm.UD2, x86asm.HLT:
+				case x86asm.INT, x86asm.SYSCALL, x86asm.UD2, x86asm.HLT:
 					t.Errorf("offset %d: %s", in.off, syntax(in))
 				case x86asm.RDTSC:
 					rdtscs++
@@ -736,9 +729,6 @@ func TestPadShape(t *testing.T) {
 			}
 			if rdtscs != 1 {
 				t.Errorf("%d rdtsc", rdtscs)
-			}
-			if syscalls != rdfsbases {
-				t.Errorf("%d system calls, %d lane lookups (one madvise each)", syscalls, rdfsbases)
 			}
 			if wantFS := map[bool]int{false: 0, true: 1}[spec.FSBase]; spec.FSBase && spec.Cond != nil {
 				// The condition-error path finds the lane too.
@@ -1935,50 +1925,5 @@ func TestPadXSave(t *testing.T) {
 		if mxcsr := binary.LittleEndian.Uint32(r.xsave[24:]); mxcsr&0xffc0 != 0x1f80 {
 			t.Errorf("MXCSR %#x, want Go's default 0x1f80 (exception flags aside)", mxcsr)
 		}
-	}
-}
-
-// TestPadPopulatesClaimedLane: the hit that claims a lane has its pages
-// mapped (madvise MADV_POPULATE_WRITE), so the lane does not fault page
-// by page while it first fills.
-func TestPadPopulatesClaimedLane(t *testing.T) {
-	if !padHaveFSBase() {
-		t.Skip("rdfsbase not allowed here (no HWCAP2_FSGSBASE)")
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	st := newTestStack(t)
-	rig := newPadRig(t, 4, 1<<20)
-	rig.reset(true)
-	rig.install(t, PadSpec{FSBase: true})
-	resident := func(lane []byte) int {
-		vec := make([]byte, (len(lane)+pageSize-1)/pageSize)
-		_, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&lane[0])), uintptr(len(lane)), uintptr(unsafe.Pointer(&vec[0])))
-		if e != 0 {
-			t.Fatalf("mincore: %v", e)
-		}
-		n := 0
-		for _, v := range vec {
-			n += int(v & 1)
-		}
-		return n
-	}
-	for _, l := range rig.lanes {
-		// reset's clear touched every page: give them back.
-		if err := unix.Madvise(l, unix.MADV_DONTNEED); err != nil {
-			t.Fatal(err)
-		}
-	}
-	in := padInput(0)
-	rig.hit(t, &in, st)
-	lane := rig.laneOf(threadFSBase())
-	if lane == rig.nLanes {
-		t.Fatal("the hit claimed no lane")
-	}
-	if n, want := resident(rig.lanes[lane]), len(rig.lanes[lane])/pageSize; n != want {
-		t.Errorf("%d of %d pages of the claimed lane resident after its first hit", n, want)
-	}
-	if n := resident(rig.lanes[rig.nLanes]); n != 0 {
-		t.Errorf("%d pages of the shared lane resident: only a claimed lane is populated", n)
 	}
 }
