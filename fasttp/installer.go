@@ -171,9 +171,9 @@ const maxAutoLane = 16 << 20
 // the trace buffer's (rounded up to a power of two, at least
 // DefaultRingSize, at most maxAutoLane): a no-action record is 32 bytes
 // where its frame is 6, so a lane that size absorbs a burst of most of
-// what the buffer takes while the drainer catches up. A thread's first hit
-// maps its whole lane at once (the pad's madvise), so a lane costs its
-// size in memory and, once, a few milliseconds per thread.
+// what the buffer takes while the drainer catches up. Only the pages a
+// lane's writer reaches (and the 2 MiB the drainer allocates ahead of it)
+// take memory.
 func (in *Installer) laneSize() uint64 {
 	if in.ringSet {
 		return in.ringSize
