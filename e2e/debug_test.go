@@ -139,15 +139,22 @@ func TestStepNextFinishUntil(t *testing.T) {
 	mustMatch(t, out, `name=0x[0-9a-f]+ "`+demoGreeting+`"`)
 }
 
-func TestRegisters(t *testing.T) {
-	stubPath(t)
-	vectors := buildProgram(t, "vectors")
+// vectorsProgram builds testdata/vectors and returns it with the
+// arguments that make it load ymm0 when the CPU has AVX.
+func vectorsProgram(t *testing.T) (prog string, args []string, avx bool) {
+	t.Helper()
+	prog = buildProgram(t, "vectors")
 	cpuinfo, _ := os.ReadFile("/proc/cpuinfo")
-	avx := strings.Contains(string(cpuinfo), " avx ")
-	var args []string
+	avx = strings.Contains(string(cpuinfo), " avx ")
 	if avx {
 		args = []string{"avx"}
 	}
+	return prog, args, avx
+}
+
+func TestRegisters(t *testing.T) {
+	stubPath(t)
+	vectors, args, avx := vectorsProgram(t)
 	out, _ := debugSession(t, vectors, args,
 		"break *vectors_loaded",
 		"continue",

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -411,13 +410,7 @@ func TestFastTraceVectorRegisters(t *testing.T) {
 	// collect $regs at a fast tracepoint where ymm0, xmm1 and r12 hold
 	// known values: the frame must show them (the pad XSAVEs the vector
 	// state), not zeros.
-	vectors := buildProgram(t, "vectors")
-	cpuinfo, _ := os.ReadFile("/proc/cpuinfo")
-	avx := strings.Contains(string(cpuinfo), " avx ")
-	var args []string
-	if avx {
-		args = []string{"avx"}
-	}
+	vectors, args, avx := vectorsProgram(t)
 	out, stub := traceSessionFlags(t, []string{"--once", "--debug"}, vectors, args, `
 ftrace *vectors_loaded
 actions

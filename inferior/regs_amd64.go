@@ -18,15 +18,15 @@ const (
 	userDebugReg = 848    // offsetof(struct user, u_debugreg)
 )
 
-// Layout of the XSAVE area (standard, non-compacted, as ptrace returns it).
+// Layout of the XSAVE area (tdesc.FillXSave decodes it).
 const (
-	fxsaveSize     = 512
-	xstateBVOffset = 512
-	ymmHiOffset    = 576 // YMM_Hi128 component
-	xsaveAVXSize   = ymmHiOffset + 256
-	xfeatureX87    = 1
-	xfeatureSSE    = 2
-	xfeatureAVX    = 4
+	fxsaveSize     = tdesc.FXSaveSize
+	xstateBVOffset = tdesc.XStateBVOffset
+	ymmHiOffset    = tdesc.YMMHiOffset
+	xsaveAVXSize   = tdesc.XSaveAVXSize
+	xfeatureX87    = tdesc.XFeatureX87
+	xfeatureSSE    = tdesc.XFeatureSSE
+	xfeatureAVX    = tdesc.XFeatureAVX
 )
 
 // hostLayout is the register layout of processes on this machine: AVX

@@ -2,15 +2,27 @@ package tdesc
 
 import "encoding/binary"
 
-// Layout of the XSAVE area (standard, non-compacted format).
+// Layout of the XSAVE area (standard, non-compacted format, as XSAVE
+// writes it and ptrace's NT_X86_XSTATE returns it).
 const (
-	fxsaveSize     = 512
-	xstateBVOffset = 512
-	ymmHiOffset    = 576 // YMM_Hi128 component
-	xsaveAVXSize   = ymmHiOffset + 256
-	xfeatureX87    = 1
-	xfeatureSSE    = 2
-	xfeatureAVX    = 4
+	FXSaveSize     = 512 // the legacy (FXSAVE) region
+	XStateBVOffset = 512 // XSTATE_BV in the XSAVE header
+	YMMHiOffset    = 576 // the YMM_Hi128 component
+	XSaveAVXSize   = YMMHiOffset + 256
+	XFeatureX87    = 1
+	XFeatureSSE    = 2
+	XFeatureAVX    = 4
+)
+
+// Short names inside the package.
+const (
+	fxsaveSize     = FXSaveSize
+	xstateBVOffset = XStateBVOffset
+	ymmHiOffset    = YMMHiOffset
+	xsaveAVXSize   = XSaveAVXSize
+	xfeatureX87    = XFeatureX87
+	xfeatureSSE    = XFeatureSSE
+	xfeatureAVX    = XFeatureAVX
 )
 
 // XSaveSize returns the bytes of the standard XSAVE area that hold the
