@@ -165,7 +165,7 @@ func (in *Installer) SetRingSize(n uint64) error {
 }
 
 // maxAutoLane bounds the lane size chosen from the trace buffer's size.
-const maxAutoLane = 16 << 20
+const maxAutoLane = 32 << 20
 
 // laneSize is the size of the lanes to map: SetRingSize's, or four times
 // the trace buffer's (rounded up to a power of two, at least

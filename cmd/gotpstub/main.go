@@ -75,7 +75,7 @@ Debug options:
                         the program (memory shared with the stub; a thread
                         gets a lane of its own, up to 16; a power of two;
                         default: four times gdb's trace-buffer-size, 8 to
-                        16 MiB). A hit that finds its lane full is
+                        32 MiB). A hit that finds its lane full is
                         dropped and counted in tstatus' notes.
   --debug-format=OPTS   Accepted for compatibility.
   --disable-packet=OPT1[,OPT2,...]
