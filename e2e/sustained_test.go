@@ -275,3 +275,44 @@ func TestProgramOutlivesKilledStub(t *testing.T) {
 		})
 	}
 }
+
+func TestFastTraceFramesSurviveKilledGDB(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver needs its in-process agent library for ftrace")
+	}
+	// gdb is SIGKILLed during a fast-tracing run with disconnected
+	// tracing off: the run stops, and a gdb that connects again finds the
+	// frames collected so far (they were still in the lanes when the
+	// connection died).
+	prog := buildProgram(t, "threads")
+	stub := startStub(t, []string{"--debug"}, prog, "2", "2000000", "10")
+	g := startGDB(t, prog, strings.Join([]string{
+		"target remote " + stub.target(),
+		"break main", "continue",
+		"set disconnected-tracing off",
+		"set trace-buffer-size 33554432",
+		"ftrace hit", "actions", "collect id", "end",
+		"tstart", "continue",
+	}, "\n"))
+	if !waitFor(10*time.Second, func() bool { return strings.Contains(stub.output.String(), "jump pad") }) {
+		t.Fatalf("the fast tracepoint was not placed; stub output:\n%s", stub.output.String())
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := syscall.Kill(-g.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	g.wait(t)
+	out := runGDB(t, gdbSession{program: prog, commands: []string{
+		"target remote " + stub.target(),
+		"tstatus",
+		"tfind start",
+		"print id",
+		"kill",
+	}})
+	mustContain(t, out, "Trace stopped because of disconnection.")
+	if n := framesCollected(t, out); n == 0 {
+		t.Errorf("no frames after gdb died")
+	}
+	mustMatch(t, out, `Found trace frame 0, tracepoint \d+`)
+	mustMatch(t, out, `\$1 = [12]\n`)
+}

@@ -58,54 +58,72 @@ type Stats struct {
 	Circular bool // circular mode (circular)
 }
 
-// record is one stored frame plus what the indexes need about it. It
-// holds no pointer (the bytes are in the buffer's slabs: Buffer.raw), so
-// a buffer of a million frames costs the garbage collector nothing.
+// record is one stored frame: where its bytes are and what the indexes
+// need about it. It holds no pointer, so a buffer of a million frames
+// costs the garbage collector nothing.
 type record struct {
-	slab        int64  // the slab holding the bytes (absolute index, see Buffer.slabBase)
-	off, n      int32  // the bytes: slab[off:off+n]
 	start       int64  // absolute byte offset of the frame since Clear
 	fallbackPC  uint64 // from FrameBuilder.SetFallbackPC
+	n           uint32 // frame size, header included
 	tpnum       uint16
 	hasFallback bool
 }
 
+// minArena is the first allocation of a buffer's arena (less when the
+// budget is smaller).
+const minArena = 64 << 10
+
 // Buffer is the trace buffer: a byte budget holding frames oldest first.
 // It is safe for concurrent use (one mutex guards everything).
+//
+// The frames' bytes live in one byte arena, gdbserver style: the frame at
+// absolute offset s (counted since Clear) is at arena[s%size], a frame
+// crossing the end of the budget continuing at arena[0]. Present frames
+// are therefore contiguous, oldest first, from end-used to end. The arena
+// grows by doubling up to the budget as frames arrive (a 1 TiB budget is
+// not allocated up front) and is kept across Clear. Frame records are in a
+// ring indexed by sequence number, the lookup indexes are built lazily by
+// the searches, so Commit is a bounds check, a copy and a record store.
 type Buffer struct {
 	mu       sync.Mutex
 	size     int
 	circular bool
 
-	frames  []record // frames[head:] are present, oldest first
-	head    int
-	headSeq int64 // sequence number (0-based since Clear) of frames[head]
+	arena []byte // frame bytes; len(arena) == size once a frame has wrapped
+	wpos  int    // end % size: where the next frame's bytes go
+	// recs is a ring of the present frames' records, its length a power
+	// of two: the frame with sequence number s (0-based since Clear) is
+	// recs[s&(len(recs)-1)]. Present are headSeq .. headSeq+count-1.
+	recs    []record
+	headSeq int64
+	count   int
 	used    int
 	end     int64 // absolute offset just past the last committed frame
 	created int
 	regSize int // size of R blocks in the buffer; 0 until the first one
-	// slabs hold the frames' bytes, oldest first; slabs[0] has absolute
-	// index slabBase (older ones were freed when their frames went).
-	slabs    [][]byte
-	slabBase int64
 
-	// byTP maps a tracepoint number to the sequence numbers of its frames,
-	// ascending. Entries below headSeq are stale (dropped frames).
-	byTP map[uint16][]int64
-	// Address index, built lazily for one PC offset. addrs and addrKnown
-	// run parallel to frames (dense, so FindRange scans fast).
+	// byTP maps a tracepoint number to the sequence numbers of its
+	// frames, ascending, for the frames before tpNext (the searches catch
+	// up). Entries below headSeq are stale (dropped frames); tpEntries
+	// counts all entries, so that the map is rebuilt once most are stale.
+	byTP      map[uint16][]int64
+	tpNext    int64
+	tpEntries int
+	// Address index for one PC offset, also caught up by the searches:
+	// addrs[i] and addrKnown[i] belong to the frame with sequence number
+	// addrSeq0+i (dense, so FindRange scans fast); byPC is to addresses
+	// what byTP is to tracepoints.
 	addrValid    bool
 	addrPCOffset int
+	addrSeq0     int64
 	addrs        []uint64
 	addrKnown    []bool
 	byPC         map[uint64][]int64
+	pcEntries    int
+	scratch      []byte // a frame crossing the end of the arena, made contiguous
 	// sizeHint is the size of the last committed frame: the capacity
 	// NewFrame preallocates (read without the lock).
 	sizeHint atomic.Int64
-	// stale counts address index entries referring to dropped frames;
-	// when it exceeds twice the number of present frames the maps are
-	// rebuilt. (byTP drops its entries as the frames go.)
-	stale int
 }
 
 // NewBuffer returns an empty linear buffer with a budget of size bytes
@@ -134,6 +152,9 @@ func (b *Buffer) SetSize(n int) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.size = n
+	if len(b.arena) > n {
+		b.arena = nil
+	}
 	b.clearLocked()
 	return nil
 }
@@ -153,22 +174,24 @@ func (b *Buffer) Clear() {
 	b.clearLocked()
 }
 
+// clearLocked forgets every frame. The arena and the record ring are kept
+// for the next run.
 func (b *Buffer) clearLocked() {
-	b.frames = nil
-	b.slabs = nil
-	b.slabBase = 0
-	b.head = 0
+	b.wpos = 0
 	b.headSeq = 0
+	b.count = 0
 	b.used = 0
 	b.end = 0
 	b.created = 0
 	b.regSize = 0
-	b.byTP = make(map[uint16][]int64)
+	b.byTP = nil
+	b.tpNext = 0
+	b.tpEntries = 0
 	b.addrValid = false
-	b.addrs = nil
-	b.addrKnown = nil
+	b.addrs = b.addrs[:0]
+	b.addrKnown = b.addrKnown[:0]
 	b.byPC = nil
-	b.stale = 0
+	b.pcEntries = 0
 }
 
 // Size returns the byte budget.
@@ -204,7 +227,7 @@ func (b *Buffer) Stats() Stats {
 		Size:     b.size,
 		Used:     b.used,
 		Free:     max(0, b.size-b.used),
-		Count:    len(b.frames) - b.head,
+		Count:    b.count,
 		Created:  b.created,
 		Circular: b.circular,
 	}
@@ -221,7 +244,7 @@ func (b *Buffer) Circular() bool {
 func (b *Buffer) Count() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return len(b.frames) - b.head
+	return b.count
 }
 
 // Created returns the number of frames committed since the last Clear,
@@ -244,8 +267,9 @@ func (b *Buffer) RegBlockSize() int {
 // does not fit, storing nothing; a circular buffer drops its oldest frames
 // until it fits. A frame larger than the whole buffer is refused with
 // ErrFull in both modes and nothing is dropped. Commit copies the frame's
-// bytes into the buffer's slabs; after a successful Commit the builder is
-// spent: it must not be committed again before a Reset.
+// bytes into the buffer and allocates nothing in steady state; after a
+// successful Commit the builder is spent: it must not be committed again
+// before a Reset (which reuses its memory).
 func (b *Buffer) Commit(f *FrameBuilder) error {
 	if f == nil || f.raw == nil || f.spent {
 		return fmt.Errorf("commit trace frame: %w", ErrCommitted)
@@ -253,151 +277,220 @@ func (b *Buffer) Commit(f *FrameBuilder) error {
 	if f.tpnum <= 0 || f.tpnum > 0xffff {
 		return fmt.Errorf("commit trace frame for tracepoint %d: %w", f.tpnum, ErrBadTracepoint)
 	}
-	dataSize := len(f.raw) - HeaderSize
-	if uint64(dataSize) > 0xffffffff || len(f.raw) > 1<<31-1 {
-		return fmt.Errorf("commit trace frame of %d bytes: %w", len(f.raw), ErrFull)
+	n := len(f.raw)
+	if n > 1<<31-1 {
+		return fmt.Errorf("commit trace frame of %d bytes: %w", n, ErrFull)
 	}
 	if f.regMismatch {
 		return fmt.Errorf("commit trace frame with register blocks of different sizes: %w", ErrRegBlockSize)
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if f.regSize > 0 && b.regSize > 0 && f.regSize != b.regSize {
+		regSize := b.regSize
+		b.mu.Unlock()
 		return fmt.Errorf("commit trace frame with %d-byte register block (buffer has %d-byte blocks): %w",
-			f.regSize, b.regSize, ErrRegBlockSize)
+			f.regSize, regSize, ErrRegBlockSize)
 	}
-	need := len(f.raw) + EOBMarkerSize
-	if need > b.size {
-		return fmt.Errorf("commit %d-byte trace frame into %d-byte buffer: %w", len(f.raw), b.size, ErrFull)
-	}
+	need := n + EOBMarkerSize
 	if b.used+need > b.size {
-		if !b.circular {
-			return fmt.Errorf("commit %d-byte trace frame with %d of %d bytes used: %w",
-				len(f.raw), b.used, b.size, ErrFull)
-		}
-		for b.used+need > b.size && b.head < len(b.frames) {
-			b.dropOldestLocked()
+		if err := b.makeRoomLocked(n); err != nil {
+			b.mu.Unlock()
+			return err
 		}
 	}
-	binary.LittleEndian.PutUint32(f.raw[2:6], uint32(dataSize))
+	binary.LittleEndian.PutUint32(f.raw[2:6], uint32(n-HeaderSize))
 	if f.regSize > 0 {
 		b.regSize = f.regSize
 	}
-	slab, off := b.store(f.raw)
-	rec := record{
-		slab:        slab,
-		off:         off,
-		n:           int32(len(f.raw)),
+	b.writeLocked(f.raw)
+	if b.count == len(b.recs) {
+		b.growRecsLocked()
+	}
+	b.recs[(b.headSeq+int64(b.count))&int64(len(b.recs)-1)] = record{
 		start:       b.end,
-		tpnum:       uint16(f.tpnum),
 		fallbackPC:  f.fallbackPC,
+		n:           uint32(n),
+		tpnum:       uint16(f.tpnum),
 		hasFallback: f.hasFallback,
 	}
-	f.spent = true
-	seq := b.headSeq + int64(len(b.frames)-b.head)
-	if b.addrValid {
-		addr, ok := b.frameAddr(&rec)
-		if ok {
-			b.byPC[addr] = append(b.byPC[addr], seq)
-		}
-		b.addrs = append(b.addrs, addr)
-		b.addrKnown = append(b.addrKnown, ok)
-	}
-	b.byTP[rec.tpnum] = append(b.byTP[rec.tpnum], seq)
-	b.sizeHint.Store(int64(min(int(rec.n), 1<<20)))
-	b.frames = append(b.frames, rec)
-	b.end += int64(rec.n)
-	b.used += int(rec.n)
+	b.count++
+	b.end += int64(n)
+	b.used += n
 	b.created++
+	b.mu.Unlock()
+	f.spent = true
+	if hint := int64(min(n, 1<<20)); b.sizeHint.Load() != hint {
+		b.sizeHint.Store(hint)
+	}
 	return nil
 }
 
-// slabSize is the size of the slabs frame bytes are copied into: frames
-// share a few large allocations (cheap for the garbage collector) instead
-// of one each. A slab is freed once no present frame (or Frame view
-// handed out) uses it.
-const slabSize = 1 << 20
-
-// store copies a frame's bytes into the current slab and returns where.
-// Stored bytes never change (Frame views stay valid).
-func (b *Buffer) store(raw []byte) (slab int64, off int32) {
-	n := len(raw)
-	last := len(b.slabs) - 1
-	if last < 0 || cap(b.slabs[last])-len(b.slabs[last]) < n {
-		b.slabs = append(b.slabs, make([]byte, 0, max(slabSize, n)))
-		last++
+// makeRoomLocked makes an n-byte frame fit, dropping the oldest frames of
+// a circular buffer, or says why it cannot.
+func (b *Buffer) makeRoomLocked(n int) error {
+	need := n + EOBMarkerSize
+	if need > b.size {
+		return fmt.Errorf("commit %d-byte trace frame into %d-byte buffer: %w", n, b.size, ErrFull)
 	}
-	off = int32(len(b.slabs[last]))
-	b.slabs[last] = append(b.slabs[last], raw...)
-	return b.slabBase + int64(last), off
+	if !b.circular {
+		return fmt.Errorf("commit %d-byte trace frame with %d of %d bytes used: %w",
+			n, b.used, b.size, ErrFull)
+	}
+	mask := int64(len(b.recs) - 1)
+	for b.used+need > b.size && b.count > 0 {
+		b.used -= int(b.recs[b.headSeq&mask].n)
+		b.headSeq++
+		b.count--
+	}
+	return nil
 }
 
-// raw returns the bytes of a stored frame.
-func (b *Buffer) raw(rec *record) []byte {
-	s := b.slabs[rec.slab-b.slabBase]
-	return s[rec.off : rec.off+rec.n : rec.off+rec.n]
+// writeLocked copies a frame's bytes to the arena at wpos. The caller
+// made room: they overwrite no present frame.
+func (b *Buffer) writeLocked(p []byte) {
+	w := b.wpos
+	if w+len(p) > len(b.arena) {
+		b.writeSlowLocked(p)
+		return
+	}
+	copy(b.arena[w:], p)
+	w += len(p)
+	if w == b.size {
+		w = 0
+	}
+	b.wpos = w
 }
 
-// freeSlabsLocked lets go of the slabs older than the oldest present
-// frame's.
-func (b *Buffer) freeSlabsLocked() {
-	keep := b.slabBase + int64(len(b.slabs)) - 1 // the current slab stays
-	if b.head < len(b.frames) {
-		keep = b.frames[b.head].slab
+// writeSlowLocked is writeLocked for a frame that does not fit before the
+// end of the arena: the arena grows (up to the budget) or the frame wraps.
+func (b *Buffer) writeSlowLocked(p []byte) {
+	w, n := b.wpos, len(p)
+	if len(b.arena) < b.size {
+		// Nothing has wrapped yet (that needs the whole budget), so
+		// every present byte is below w.
+		grown := make([]byte, min(b.size, max(w+n, 2*len(b.arena), minArena)))
+		copy(grown, b.arena[:w])
+		b.arena = grown
 	}
-	if drop := keep - b.slabBase; drop > 0 {
-		clear(b.slabs[:drop])
-		b.slabs = b.slabs[drop:]
-		b.slabBase = keep
-	}
-}
-
-// dropOldestLocked discards the oldest present frame.
-func (b *Buffer) dropOldestLocked() {
-	old := &b.frames[b.head]
-	b.used -= int(old.n)
-	// Its sequence number is the first of its tracepoint's list.
-	if l := b.byTP[old.tpnum]; len(l) > 0 && l[0] == b.headSeq {
-		b.byTP[old.tpnum] = l[1:]
-	}
-	if b.addrValid && b.addrKnown[b.head] {
-		b.stale++
-	}
-	b.head++
-	b.headSeq++
-	present := len(b.frames) - b.head
-	if b.head >= 1024 && b.head > present {
-		// Move the present frames down in place: each frame moves about
-		// once, and the slices keep their capacity.
-		b.frames = shiftDown(b.frames, b.head)
-		if b.addrValid {
-			b.addrs = shiftDown(b.addrs, b.head)
-			b.addrKnown = shiftDown(b.addrKnown, b.head)
+	if w+n <= len(b.arena) {
+		copy(b.arena[w:], p)
+		w += n
+		if w == b.size {
+			w = 0
 		}
-		b.head = 0
+	} else {
+		k := copy(b.arena[w:], p)
+		w = copy(b.arena, p[k:])
 	}
-	if b.stale > 2*present+1024 {
-		b.rebuildIndexLocked()
-	}
-	b.freeSlabsLocked()
+	b.wpos = w
 }
 
-// rebuildIndexLocked rebuilds the sequence-number maps from the present
-// frames, forgetting dropped ones.
-func (b *Buffer) rebuildIndexLocked() {
-	b.byTP = make(map[uint16][]int64)
-	if b.addrValid {
+// growRecsLocked doubles the record ring.
+func (b *Buffer) growRecsLocked() {
+	old := b.recs
+	recs := make([]record, max(1024, 2*len(old)))
+	oldMask, mask := int64(len(old)-1), int64(len(recs)-1)
+	for s := b.headSeq; s < b.headSeq+int64(b.count); s++ {
+		recs[s&mask] = old[s&oldMask]
+	}
+	b.recs = recs
+}
+
+// rec returns the record of the present frame with sequence number seq.
+func (b *Buffer) rec(seq int64) *record {
+	return &b.recs[seq&int64(len(b.recs)-1)]
+}
+
+// appendBytes appends the n stored bytes at absolute offset abs to dst.
+// They must be present.
+func (b *Buffer) appendBytes(dst []byte, abs int64, n int) []byte {
+	if n <= 0 {
+		return dst
+	}
+	p := int(abs % int64(b.size))
+	if p+n <= len(b.arena) {
+		return append(dst, b.arena[p:p+n]...)
+	}
+	dst = append(dst, b.arena[p:]...)
+	return append(dst, b.arena[:n-(len(b.arena)-p)]...)
+}
+
+// view returns the bytes of a present frame, valid until the next change
+// to the buffer: a slice of the arena, or a copy in b.scratch when the
+// frame crosses the end of the arena.
+func (b *Buffer) view(rec *record) []byte {
+	p, n := int(rec.start%int64(b.size)), int(rec.n)
+	if p+n <= len(b.arena) {
+		return b.arena[p : p+n : p+n]
+	}
+	b.scratch = b.appendBytes(b.scratch[:0], rec.start, n)
+	return b.scratch
+}
+
+// frameAddr returns rec's tfind address for b.addrPCOffset.
+func (b *Buffer) frameAddr(rec *record) (uint64, bool) {
+	f := Frame{Raw: b.view(rec), RegBlockSize: b.regSize, fallbackPC: rec.fallbackPC, hasFallback: rec.hasFallback}
+	return f.PC(b.addrPCOffset)
+}
+
+// tpIndexLocked brings byTP up to date with the present frames.
+func (b *Buffer) tpIndexLocked() {
+	if b.byTP == nil || b.tpEntries > 2*b.count+1024 {
+		// New, or mostly stale: start again from the present frames.
+		b.byTP = make(map[uint16][]int64)
+		b.tpEntries = 0
+		b.tpNext = b.headSeq
+	}
+	b.tpNext = max(b.tpNext, b.headSeq)
+	endSeq := b.headSeq + int64(b.count)
+	for s := b.tpNext; s < endSeq; s++ {
+		tp := b.rec(s).tpnum
+		b.byTP[tp] = append(b.byTP[tp], s)
+	}
+	b.tpEntries += int(endSeq - b.tpNext)
+	b.tpNext = endSeq
+}
+
+// addrIndexLocked brings the address index up to date with the present
+// frames, for pcOffset.
+func (b *Buffer) addrIndexLocked(pcOffset int) {
+	if !b.addrValid || b.addrPCOffset != pcOffset || b.addrSeq0+int64(len(b.addrs)) < b.headSeq {
+		b.addrValid = true
+		b.addrPCOffset = pcOffset
+		b.addrSeq0 = b.headSeq
+		b.addrs = b.addrs[:0]
+		b.addrKnown = b.addrKnown[:0]
 		b.byPC = make(map[uint64][]int64)
+		b.pcEntries = 0
 	}
-	for i := b.head; i < len(b.frames); i++ {
-		rec := &b.frames[i]
-		seq := b.headSeq + int64(i-b.head)
-		b.byTP[rec.tpnum] = append(b.byTP[rec.tpnum], seq)
-		if b.addrValid && b.addrKnown[i] {
-			b.byPC[b.addrs[i]] = append(b.byPC[b.addrs[i]], seq)
+	// Forget dropped frames once they are half the dense arrays (each
+	// entry moves about once).
+	if d := int(b.headSeq - b.addrSeq0); d > 0 && d >= len(b.addrs)/2 {
+		b.addrs = shiftDown(b.addrs, d)
+		b.addrKnown = shiftDown(b.addrKnown, d)
+		b.addrSeq0 = b.headSeq
+	}
+	if b.pcEntries > 2*b.count+1024 {
+		// Mostly stale: rebuild the map from the dense arrays.
+		b.byPC = make(map[uint64][]int64)
+		b.pcEntries = 0
+		for i := int(b.headSeq - b.addrSeq0); i < len(b.addrs); i++ {
+			if b.addrKnown[i] {
+				b.byPC[b.addrs[i]] = append(b.byPC[b.addrs[i]], b.addrSeq0+int64(i))
+				b.pcEntries++
+			}
 		}
 	}
-	b.stale = 0
+	endSeq := b.headSeq + int64(b.count)
+	for s := b.addrSeq0 + int64(len(b.addrs)); s < endSeq; s++ {
+		addr, ok := b.frameAddr(b.rec(s))
+		b.addrs = append(b.addrs, addr)
+		b.addrKnown = append(b.addrKnown, ok)
+		if ok {
+			b.byPC[addr] = append(b.byPC[addr], s)
+			b.pcEntries++
+		}
+	}
 }
 
 // shiftDown moves s[head:] to the start of s and returns it, same capacity.
@@ -406,46 +499,25 @@ func shiftDown[T any](s []T, head int) []T {
 	return s[:n]
 }
 
-// frameAddr returns rec's tfind address for b.addrPCOffset.
-func (b *Buffer) frameAddr(rec *record) (uint64, bool) {
-	f := Frame{Raw: b.raw(rec), RegBlockSize: b.regSize, fallbackPC: rec.fallbackPC, hasFallback: rec.hasFallback}
-	return f.PC(b.addrPCOffset)
-}
-
-// ensureAddrIndexLocked makes the address index valid for pcOffset.
-func (b *Buffer) ensureAddrIndexLocked(pcOffset int) {
-	if b.addrValid && b.addrPCOffset == pcOffset {
-		return
-	}
-	b.addrValid = true
-	b.addrPCOffset = pcOffset
-	b.byPC = make(map[uint64][]int64)
-	b.addrs = make([]uint64, len(b.frames), cap(b.frames))
-	b.addrKnown = make([]bool, len(b.frames), cap(b.frames))
-	for i := b.head; i < len(b.frames); i++ {
-		addr, ok := b.frameAddr(&b.frames[i])
-		b.addrs[i], b.addrKnown[i] = addr, ok
-		if ok {
-			seq := b.headSeq + int64(i-b.head)
-			b.byPC[addr] = append(b.byPC[addr], seq)
-		}
-	}
-}
-
-// frameLocked builds the Frame view of the frame with number num.
+// frameLocked returns the frame with number num, with a copy of its bytes
+// (a circular buffer reuses the space of dropped frames).
 func (b *Buffer) frameLocked(num int) (*Frame, bool) {
-	if num < 0 || num >= len(b.frames)-b.head {
+	if num < 0 || num >= b.count {
 		return nil, false
 	}
-	rec := &b.frames[b.head+num]
+	rec := b.rec(b.headSeq + int64(num))
+	return b.frameFromLocked(num, rec, b.appendBytes(make([]byte, 0, rec.n), rec.start, int(rec.n))), true
+}
+
+func (b *Buffer) frameFromLocked(num int, rec *record, raw []byte) *Frame {
 	return &Frame{
 		Num:          num,
 		TPNum:        int(rec.tpnum),
-		Raw:          b.raw(rec),
+		Raw:          raw,
 		RegBlockSize: b.regSize,
 		fallbackPC:   rec.fallbackPC,
 		hasFallback:  rec.hasFallback,
-	}, true
+	}
 }
 
 // Frame returns the frame with number num (0 = oldest present).
@@ -467,7 +539,7 @@ func (b *Buffer) firstSeqAfter(seqs []int64, after int) (int, bool) {
 		return 0, false
 	}
 	num := seqs[i] - b.headSeq
-	if num >= int64(len(b.frames)-b.head) {
+	if num >= int64(b.count) {
 		return 0, false
 	}
 	return int(num), true
@@ -478,7 +550,7 @@ func (b *Buffer) firstSeqAfter(seqs []int64, after int) (int, bool) {
 func (b *Buffer) FindPC(after int, pc uint64, pcOffset int) (*Frame, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.ensureAddrIndexLocked(pcOffset)
+	b.addrIndexLocked(pcOffset)
 	num, ok := b.firstSeqAfter(b.byPC[pc], after)
 	if !ok {
 		return nil, false
@@ -494,6 +566,7 @@ func (b *Buffer) FindTracepoint(after int, tp int) (*Frame, bool) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.tpIndexLocked()
 	num, ok := b.firstSeqAfter(b.byTP[uint16(tp)], after)
 	if !ok {
 		return nil, false
@@ -507,15 +580,16 @@ func (b *Buffer) FindTracepoint(after int, tp int) (*Frame, bool) {
 func (b *Buffer) FindRange(after int, lo, hi uint64, inside bool, pcOffset int) (*Frame, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.ensureAddrIndexLocked(pcOffset)
+	b.addrIndexLocked(pcOffset)
 	if after < -1 {
 		after = -1
 	}
+	head := int(b.headSeq - b.addrSeq0)
 	addrs, known := b.addrs, b.addrKnown
-	for i := b.head + after + 1; i < len(addrs); i++ {
+	for i := head + after + 1; i < len(addrs); i++ {
 		a := addrs[i]
 		if (lo <= a && a <= hi) == inside && known[i] {
-			return b.frameLocked(i - b.head)
+			return b.frameLocked(i - head)
 		}
 	}
 	return nil, false
@@ -549,55 +623,41 @@ func (b *Buffer) ReadTraceData(offset, n int) ([]byte, error) {
 	return b.readRawLocked(offset, n), nil
 }
 
+// readRawLocked copies bytes of the present frames: they are contiguous
+// (modulo the arena's end) from end-used.
 func (b *Buffer) readRawLocked(offset, n int) []byte {
 	if offset < 0 || n <= 0 || offset >= b.used {
 		return nil
 	}
-	if n > b.used-offset {
-		n = b.used - offset
-	}
-	present := b.frames[b.head:]
-	base := present[0].start
-	abs := base + int64(offset)
-	i := sort.Search(len(present), func(i int) bool {
-		return present[i].start+int64(present[i].n) > abs
-	})
-	out := make([]byte, 0, n)
-	for ; i < len(present) && len(out) < n; i++ {
-		rec := &present[i]
-		from := int(abs - rec.start)
-		if from < 0 {
-			from = 0
-		}
-		chunk := b.raw(rec)[from:]
-		if rem := n - len(out); len(chunk) > rem {
-			chunk = chunk[:rem]
-		}
-		out = append(out, chunk...)
-	}
-	return out
+	n = min(n, b.used-offset)
+	return b.appendBytes(make([]byte, 0, n), b.end-int64(b.used)+int64(offset), n)
 }
 
 // Frames calls fn for every present frame, oldest first, until fn returns
-// false. fn runs with the buffer locked: it must not call the Buffer.
+// false. fn runs with the buffer locked: it must not call the Buffer. The
+// frames hold copies of their bytes, like Frame's.
 func (b *Buffer) Frames(fn func(f *Frame) bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for i := 0; i < len(b.frames)-b.head; i++ {
-		f, _ := b.frameLocked(i)
-		if !fn(f) {
+	var chunk []byte // copies share allocations of at least 64 KiB
+	for num := 0; num < b.count; num++ {
+		rec := b.rec(b.headSeq + int64(num))
+		n := int(rec.n)
+		if cap(chunk)-len(chunk) < n {
+			chunk = make([]byte, 0, max(64<<10, n))
+		}
+		from := len(chunk)
+		chunk = b.appendBytes(chunk, rec.start, n)
+		if !fn(b.frameFromLocked(num, rec, chunk[from:len(chunk):len(chunk)])) {
 			return
 		}
 	}
 }
 
-// rawFrames returns the bytes of every present frame, oldest first.
-func (b *Buffer) rawFrames() [][]byte {
+// snapshot returns a copy of every present frame's bytes, oldest first:
+// what qTBuffer serves from offset 0 to Used().
+func (b *Buffer) snapshot() []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make([][]byte, 0, len(b.frames)-b.head)
-	for i := b.head; i < len(b.frames); i++ {
-		out = append(out, b.raw(&b.frames[i]))
-	}
-	return out
+	return b.readRawLocked(0, b.used)
 }

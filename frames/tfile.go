@@ -107,12 +107,10 @@ func WriteTFile(w io.Writer, h TFileHeader, b *Buffer) error {
 	if _, err := bw.Write(defs.Bytes()); err != nil {
 		return fmt.Errorf("write tfile definitions: %w", err)
 	}
-	// Frame bytes are immutable: take the list under the lock, write
-	// without it so a slow writer does not hold up tracepoint hits.
-	for i, raw := range b.rawFrames() {
-		if _, err := bw.Write(raw); err != nil {
-			return fmt.Errorf("write tfile frame %d: %w", i, err)
-		}
+	// Copy the frames under the lock, write without it so a slow writer
+	// does not hold up tracepoint hits.
+	if _, err := bw.Write(b.snapshot()); err != nil {
+		return fmt.Errorf("write tfile frames: %w", err)
 	}
 	if _, err := bw.Write([]byte{0, 0, 0, 0}); err != nil {
 		return fmt.Errorf("write tfile end marker: %w", err)
