@@ -43,10 +43,12 @@ func ParseGDBListing(listing string) ([]byte, error) {
 		in := Insn{Op: op}
 		switch {
 		case op == OpPrintf:
-			// printf "FORMAT", N args -- FORMAT is printed raw.
+			// printf "FORMAT", N args -- FORMAT is printed raw. The
+			// closing `", ` must come after the opening quote: in
+			// `printf ", 0 args` both are the same character.
 			q1 := strings.IndexByte(arg, '"')
 			q2 := strings.LastIndex(arg, "\", ")
-			if q1 != 0 || q2 < q1 || !strings.HasSuffix(arg, " args") {
+			if q1 != 0 || q2 <= q1 || !strings.HasSuffix(arg, " args") {
 				return nil, fmt.Errorf("listing line %d %q: malformed printf", lineNo+1, line)
 			}
 			nargs, err := strconv.ParseUint(strings.TrimSuffix(arg[q2+3:], " args"), 10, 8)

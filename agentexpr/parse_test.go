@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -157,6 +158,42 @@ Reg mask: 40
 		if _, err := ParseGDBListing(bad); err == nil {
 			t.Errorf("ParseGDBListing(%q) succeeded", bad)
 		}
+	}
+}
+
+// TestParseGDBListingMalformed checks that malformed listings are
+// rejected with an error naming the problem, never a panic (issue 14:
+// `0  printf ", 0 args` sliced arg[1:0]).
+func TestParseGDBListingMalformed(t *testing.T) {
+	for _, tc := range []struct {
+		listing, want string
+	}{
+		{`0  printf ", 0 args`, "malformed printf"},
+		{`  0  printf ", 0 args`, "malformed printf"},
+		{`  0  printf "`, "malformed printf"},
+		{`  0  printf "%d"`, "malformed printf"},
+		{`  0  printf %d", 0 args`, "malformed printf"},
+		{`  0  printf "", args`, "printf argument count"},
+		{`  0  printf "%d", 256 args`, "printf argument count"},
+		{`  0  printf`, "malformed printf"},
+	} {
+		t.Run(tc.listing, func(t *testing.T) {
+			code, err := ParseGDBListing(tc.listing)
+			if err == nil {
+				t.Fatalf("ParseGDBListing(%q) = %x, want an error", tc.listing, code)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ParseGDBListing(%q): %v, want an error containing %q", tc.listing, err, tc.want)
+			}
+		})
+	}
+	// The shortest well-formed printf (empty format) still parses.
+	code, err := ParseGDBListing(`  0  printf "", 0 args`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := MustAssemble(`printf 0 ""`); !bytes.Equal(code, want) {
+		t.Errorf("code %x, want %x", code, want)
 	}
 }
 
