@@ -59,15 +59,30 @@ type Stats struct {
 }
 
 // record is one stored frame: where its bytes are and what the indexes
-// need about it. It holds no pointer, so a buffer of a million frames
-// costs the garbage collector nothing.
+// need about it, in 16 bytes. It holds no pointer, so a buffer of a
+// million frames costs the garbage collector nothing. A frame's size is
+// not stored: present frames are contiguous in the arena, so it is the
+// distance to the next frame (see Buffer.recSize).
 type record struct {
-	start       int64  // absolute byte offset of the frame since Clear
-	fallbackPC  uint64 // from FrameBuilder.SetFallbackPC
-	n           uint32 // frame size, header included
-	tpnum       uint16
-	hasFallback bool
+	// bits 0-39: offset of the frame in the arena (< MaxSize);
+	// bits 40-55: tracepoint number; bit 56: fallbackPC is set.
+	word       uint64
+	fallbackPC uint64 // from FrameBuilder.SetFallbackPC
 }
+
+const (
+	recPosBits   = 40
+	recPosMask   = 1<<recPosBits - 1
+	recTPShift   = recPosBits
+	recHasFBFlag = 1 << 56
+)
+
+func (r *record) pos() int          { return int(r.word & recPosMask) }
+func (r *record) tpnum() uint16     { return uint16(r.word >> recTPShift) }
+func (r *record) hasFallback() bool { return r.word&recHasFBFlag != 0 }
+
+// MaxSize must fit a record's offset field.
+var _ [recPosMask + 1 - MaxSize]struct{}
 
 // minArena is the first allocation of a buffer's arena (less when the
 // budget is smaller).
@@ -76,21 +91,21 @@ const minArena = 64 << 10
 // Buffer is the trace buffer: a byte budget holding frames oldest first.
 // It is safe for concurrent use (one mutex guards everything).
 //
-// The frames' bytes live in one byte arena, gdbserver style: the frame at
-// absolute offset s (counted since Clear) is at arena[s%size], a frame
-// crossing the end of the budget continuing at arena[0]. Present frames
-// are therefore contiguous, oldest first, from end-used to end. The arena
-// grows by doubling up to the budget as frames arrive (a 1 TiB budget is
-// not allocated up front) and is kept across Clear. Frame records are in a
-// ring indexed by sequence number, the lookup indexes are built lazily by
-// the searches, so Commit is a bounds check, a copy and a record store.
+// The frames' bytes live in one byte arena, gdbserver style: each frame
+// follows the previous one, and a frame crossing the end of the budget
+// continues at arena[0]. Present frames are therefore contiguous, oldest
+// first, up to wpos. The arena grows by doubling up to the budget as
+// frames arrive (a 1 TiB budget is not allocated up front) and is kept
+// across Clear. Frame records are in a ring indexed by sequence number and
+// the lookup indexes are caught up by the searches, so Commit is a few
+// checks, a copy and a 16-byte record store, allocating nothing.
 type Buffer struct {
 	mu       sync.Mutex
 	size     int
 	circular bool
 
 	arena []byte // frame bytes; len(arena) == size once a frame has wrapped
-	wpos  int    // end % size: where the next frame's bytes go
+	wpos  int    // where the next frame's bytes go (bytes since Clear, modulo size)
 	// recs is a ring of the present frames' records, its length a power
 	// of two: the frame with sequence number s (0-based since Clear) is
 	// recs[s&(len(recs)-1)]. Present are headSeq .. headSeq+count-1.
@@ -98,7 +113,6 @@ type Buffer struct {
 	headSeq int64
 	count   int
 	used    int
-	end     int64 // absolute offset just past the last committed frame
 	created int
 	regSize int // size of R blocks in the buffer; 0 until the first one
 
@@ -152,8 +166,13 @@ func (b *Buffer) SetSize(n int) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.size = n
+	// Keep the memory of the last run unless it is more than the new
+	// budget needs.
 	if len(b.arena) > n {
 		b.arena = nil
+	}
+	if len(b.recs) > 2*(n/HeaderSize)+1024 {
+		b.recs = nil
 	}
 	b.clearLocked()
 	return nil
@@ -181,7 +200,6 @@ func (b *Buffer) clearLocked() {
 	b.headSeq = 0
 	b.count = 0
 	b.used = 0
-	b.end = 0
 	b.created = 0
 	b.regSize = 0
 	b.byTP = nil
@@ -302,19 +320,17 @@ func (b *Buffer) Commit(f *FrameBuilder) error {
 	if f.regSize > 0 {
 		b.regSize = f.regSize
 	}
+	pos := b.wpos
 	b.writeLocked(f.raw)
 	if b.count == len(b.recs) {
 		b.growRecsLocked()
 	}
-	b.recs[(b.headSeq+int64(b.count))&int64(len(b.recs)-1)] = record{
-		start:       b.end,
-		fallbackPC:  f.fallbackPC,
-		n:           uint32(n),
-		tpnum:       uint16(f.tpnum),
-		hasFallback: f.hasFallback,
+	word := uint64(pos) | uint64(f.tpnum)<<recTPShift
+	if f.hasFallback {
+		word |= recHasFBFlag
 	}
+	b.recs[(b.headSeq+int64(b.count))&int64(len(b.recs)-1)] = record{word: word, fallbackPC: f.fallbackPC}
 	b.count++
-	b.end += int64(n)
 	b.used += n
 	b.created++
 	b.mu.Unlock()
@@ -336,9 +352,8 @@ func (b *Buffer) makeRoomLocked(n int) error {
 		return fmt.Errorf("commit %d-byte trace frame with %d of %d bytes used: %w",
 			n, b.used, b.size, ErrFull)
 	}
-	mask := int64(len(b.recs) - 1)
 	for b.used+need > b.size && b.count > 0 {
-		b.used -= int(b.recs[b.headSeq&mask].n)
+		b.used -= b.recSize(b.headSeq)
 		b.headSeq++
 		b.count--
 	}
@@ -401,13 +416,25 @@ func (b *Buffer) rec(seq int64) *record {
 	return &b.recs[seq&int64(len(b.recs)-1)]
 }
 
-// appendBytes appends the n stored bytes at absolute offset abs to dst.
-// They must be present.
-func (b *Buffer) appendBytes(dst []byte, abs int64, n int) []byte {
-	if n <= 0 {
-		return dst
+// recSize returns the size of the present frame with sequence number
+// seq: the distance to the next frame's bytes (or to wpos for the last),
+// modulo the budget. It is never 0 or the whole budget: a frame has at
+// least HeaderSize bytes and leaves room for the end-of-buffer marker.
+func (b *Buffer) recSize(seq int64) int {
+	next := b.wpos
+	if seq+1 < b.headSeq+int64(b.count) {
+		next = b.rec(seq + 1).pos()
 	}
-	p := int(abs % int64(b.size))
+	d := next - b.rec(seq).pos()
+	if d <= 0 {
+		d += b.size
+	}
+	return d
+}
+
+// appendBytes appends the n stored bytes at arena offset p (they wrap at
+// the end of the arena) to dst.
+func (b *Buffer) appendBytes(dst []byte, p, n int) []byte {
 	if p+n <= len(b.arena) {
 		return append(dst, b.arena[p:p+n]...)
 	}
@@ -415,21 +442,23 @@ func (b *Buffer) appendBytes(dst []byte, abs int64, n int) []byte {
 	return append(dst, b.arena[:n-(len(b.arena)-p)]...)
 }
 
-// view returns the bytes of a present frame, valid until the next change
-// to the buffer: a slice of the arena, or a copy in b.scratch when the
-// frame crosses the end of the arena.
-func (b *Buffer) view(rec *record) []byte {
-	p, n := int(rec.start%int64(b.size)), int(rec.n)
+// view returns the bytes of the present frame with sequence number seq,
+// valid until the next change to the buffer: a slice of the arena, or a
+// copy in b.scratch when the frame crosses the end of the arena.
+func (b *Buffer) view(seq int64) []byte {
+	p, n := b.rec(seq).pos(), b.recSize(seq)
 	if p+n <= len(b.arena) {
 		return b.arena[p : p+n : p+n]
 	}
-	b.scratch = b.appendBytes(b.scratch[:0], rec.start, n)
+	b.scratch = b.appendBytes(b.scratch[:0], p, n)
 	return b.scratch
 }
 
-// frameAddr returns rec's tfind address for b.addrPCOffset.
-func (b *Buffer) frameAddr(rec *record) (uint64, bool) {
-	f := Frame{Raw: b.view(rec), RegBlockSize: b.regSize, fallbackPC: rec.fallbackPC, hasFallback: rec.hasFallback}
+// frameAddr returns the tfind address of the present frame with sequence
+// number seq, for b.addrPCOffset.
+func (b *Buffer) frameAddr(seq int64) (uint64, bool) {
+	rec := b.rec(seq)
+	f := Frame{Raw: b.view(seq), RegBlockSize: b.regSize, fallbackPC: rec.fallbackPC, hasFallback: rec.hasFallback()}
 	return f.PC(b.addrPCOffset)
 }
 
@@ -444,7 +473,7 @@ func (b *Buffer) tpIndexLocked() {
 	b.tpNext = max(b.tpNext, b.headSeq)
 	endSeq := b.headSeq + int64(b.count)
 	for s := b.tpNext; s < endSeq; s++ {
-		tp := b.rec(s).tpnum
+		tp := b.rec(s).tpnum()
 		b.byTP[tp] = append(b.byTP[tp], s)
 	}
 	b.tpEntries += int(endSeq - b.tpNext)
@@ -483,7 +512,7 @@ func (b *Buffer) addrIndexLocked(pcOffset int) {
 	}
 	endSeq := b.headSeq + int64(b.count)
 	for s := b.addrSeq0 + int64(len(b.addrs)); s < endSeq; s++ {
-		addr, ok := b.frameAddr(b.rec(s))
+		addr, ok := b.frameAddr(s)
 		b.addrs = append(b.addrs, addr)
 		b.addrKnown = append(b.addrKnown, ok)
 		if ok {
@@ -505,18 +534,19 @@ func (b *Buffer) frameLocked(num int) (*Frame, bool) {
 	if num < 0 || num >= b.count {
 		return nil, false
 	}
-	rec := b.rec(b.headSeq + int64(num))
-	return b.frameFromLocked(num, rec, b.appendBytes(make([]byte, 0, rec.n), rec.start, int(rec.n))), true
+	seq := b.headSeq + int64(num)
+	n := b.recSize(seq)
+	return b.frameFromLocked(num, b.rec(seq), b.appendBytes(make([]byte, 0, n), b.rec(seq).pos(), n)), true
 }
 
 func (b *Buffer) frameFromLocked(num int, rec *record, raw []byte) *Frame {
 	return &Frame{
 		Num:          num,
-		TPNum:        int(rec.tpnum),
+		TPNum:        int(rec.tpnum()),
 		Raw:          raw,
 		RegBlockSize: b.regSize,
 		fallbackPC:   rec.fallbackPC,
-		hasFallback:  rec.hasFallback,
+		hasFallback:  rec.hasFallback(),
 	}
 }
 
@@ -623,14 +653,18 @@ func (b *Buffer) ReadTraceData(offset, n int) ([]byte, error) {
 	return b.readRawLocked(offset, n), nil
 }
 
-// readRawLocked copies bytes of the present frames: they are contiguous
-// (modulo the arena's end) from end-used.
+// readRawLocked copies bytes of the present frames: they are contiguous,
+// from the oldest one's, wrapping at the end of the arena.
 func (b *Buffer) readRawLocked(offset, n int) []byte {
 	if offset < 0 || n <= 0 || offset >= b.used {
 		return nil
 	}
 	n = min(n, b.used-offset)
-	return b.appendBytes(make([]byte, 0, n), b.end-int64(b.used)+int64(offset), n)
+	p := b.rec(b.headSeq).pos() + offset
+	if p >= b.size {
+		p -= b.size
+	}
+	return b.appendBytes(make([]byte, 0, n), p, n)
 }
 
 // Frames calls fn for every present frame, oldest first, until fn returns
@@ -641,13 +675,13 @@ func (b *Buffer) Frames(fn func(f *Frame) bool) {
 	defer b.mu.Unlock()
 	var chunk []byte // copies share allocations of at least 64 KiB
 	for num := 0; num < b.count; num++ {
-		rec := b.rec(b.headSeq + int64(num))
-		n := int(rec.n)
+		seq := b.headSeq + int64(num)
+		rec, n := b.rec(seq), b.recSize(seq)
 		if cap(chunk)-len(chunk) < n {
 			chunk = make([]byte, 0, max(64<<10, n))
 		}
 		from := len(chunk)
-		chunk = b.appendBytes(chunk, rec.start, n)
+		chunk = b.appendBytes(chunk, rec.pos(), n)
 		if !fn(b.frameFromLocked(num, rec, chunk[from:len(chunk):len(chunk)])) {
 			return
 		}

@@ -24,19 +24,35 @@ func (b *Buffer) NewFrame(tpnum int) *FrameBuilder {
 
 // Reset makes f a new, empty frame for tracepoint tpnum, reusing its
 // memory (Commit copies the frame into the buffer): a caller that builds
-// many frames keeps one builder instead of allocating one per frame.
+// many frames keeps one builder instead of allocating one per frame, and
+// then commits without allocating. A zero FrameBuilder is ready to use
+// after Reset.
 func (f *FrameBuilder) Reset(tpnum int) {
-	if f.raw == nil {
+	if cap(f.raw) < HeaderSize {
 		f.raw = make([]byte, HeaderSize, 64)
 	}
 	f.raw = f.raw[:HeaderSize]
 	binary.LittleEndian.PutUint16(f.raw[0:2], uint16(tpnum))
 	binary.LittleEndian.PutUint32(f.raw[2:6], 0)
-	*f = FrameBuilder{tpnum: tpnum, raw: f.raw}
+	f.tpnum = tpnum
+	f.regSize, f.regMismatch = 0, false
+	f.fallbackPC, f.hasFallback = 0, false
+	f.spent = false
 }
 
 // TPNum returns the tracepoint number the frame is for.
 func (f *FrameBuilder) TPNum() int { return f.tpnum }
+
+// grow extends f.raw by n bytes and returns them (their previous contents
+// are garbage: the caller overwrites them all).
+func (f *FrameBuilder) grow(n int) []byte {
+	l := len(f.raw)
+	if cap(f.raw)-l < n {
+		f.raw = append(f.raw[:cap(f.raw)], make([]byte, l+n-cap(f.raw))...)
+	}
+	f.raw = f.raw[:l+n]
+	return f.raw[l:]
+}
 
 // AddRegisters appends an 'R' block holding a copy of block (the whole
 // register file in g-packet layout).
@@ -48,8 +64,9 @@ func (f *FrameBuilder) AddRegisters(block []byte) {
 		f.regMismatch = true
 	}
 	f.regSize = len(block)
-	f.raw = append(f.raw, BlockRegisters)
-	f.raw = append(f.raw, block...)
+	d := f.grow(1 + len(block))
+	d[0] = BlockRegisters
+	copy(d[1:], block)
 }
 
 // AddMemory appends 'M' blocks holding a copy of data collected at addr,
@@ -64,10 +81,11 @@ func (f *FrameBuilder) AddMemory(addr uint64, data []byte) {
 		if len(chunk) > MaxMemoryBlock {
 			chunk = chunk[:MaxMemoryBlock]
 		}
-		f.raw = append(f.raw, BlockMemory)
-		f.raw = binary.LittleEndian.AppendUint64(f.raw, addr)
-		f.raw = binary.LittleEndian.AppendUint16(f.raw, uint16(len(chunk)))
-		f.raw = append(f.raw, chunk...)
+		d := f.grow(11 + len(chunk))
+		d[0] = BlockMemory
+		binary.LittleEndian.PutUint64(d[1:9], addr)
+		binary.LittleEndian.PutUint16(d[9:11], uint16(len(chunk)))
+		copy(d[11:], chunk)
 		addr += uint64(len(chunk))
 		data = data[len(chunk):]
 	}
@@ -78,9 +96,10 @@ func (f *FrameBuilder) AddTSV(num int, v int64) {
 	if f.spent {
 		return
 	}
-	f.raw = append(f.raw, BlockTSV)
-	f.raw = binary.LittleEndian.AppendUint32(f.raw, uint32(int32(num)))
-	f.raw = binary.LittleEndian.AppendUint64(f.raw, uint64(v))
+	d := f.grow(13)
+	d[0] = BlockTSV
+	binary.LittleEndian.PutUint32(d[1:5], uint32(int32(num)))
+	binary.LittleEndian.PutUint64(d[5:13], uint64(v))
 }
 
 // SetFallbackPC records the address tfind uses for this frame when it has

@@ -36,9 +36,11 @@
 //     each block separately; in a linear buffer a block that does not fit is
 //     silently left out (the frame is kept, truncated) and the run only
 //     stops when not even a frame header fits.
-//   - A circular buffer is modelled as a contiguous byte budget. gdbserver's
-//     ring can waste its tail when a block does not fit before the wrap
-//     point, and so may drop a few more frames than strictly needed.
+//   - A circular buffer is a byte ring like gdbserver's, but a frame may
+//     cross the end of the ring and continue at its start. gdbserver's
+//     ring wastes its tail when a block does not fit before the wrap point,
+//     and so may drop a few more frames than strictly needed; here exactly
+//     the oldest frames needed to fit the budget are dropped.
 //   - A frame larger than the whole buffer is refused with ErrFull without
 //     first discarding every stored frame.
 //
@@ -64,11 +66,24 @@
 //
 // Per-tracepoint and per-PC lists of frame sequence numbers make FindPC and
 // FindTracepoint O(log n); FindRange scans a dense array of addresses.
+// These indexes are built by the first search and brought up to date by
+// the next ones: Commit does not maintain them.
+//
+// # Memory
+//
+// Frame bytes are stored in one arena of at most the budget, allocated as
+// frames arrive (doubling) and kept across Clear. Each present frame also
+// has a 16-byte record; the search indexes add up to 25 bytes per frame
+// once tfind has used them. Nothing holds a pointer per frame, and Commit allocates
+// nothing in steady state (a reused FrameBuilder, see FrameBuilder.Reset).
 //
 // # Concurrency
 //
 // A Buffer is safe for concurrent use; one mutex guards all of it. Frames
-// returned by the Buffer share their Raw bytes with it: they are never
-// modified after Commit, and callers must not modify them either.
+// returned by the Buffer (Frame, FindPC, FindTracepoint, FindRange, and
+// the ones Frames passes to its callback) hold a copy of their bytes, made
+// under the lock: a circular buffer reuses the space of dropped frames,
+// and Clear that of all frames, so a selected frame must not point into
+// it. Copying on read keeps Commit cheap; reads are rare (tfind, tdump).
 // A FrameBuilder is not safe for concurrent use.
 package frames

@@ -20,7 +20,8 @@ type Frame struct {
 	Num int
 	// TPNum is the number of the tracepoint that collected the frame.
 	TPNum int
-	// Raw is the whole frame: 6-byte header and blocks. Do not modify.
+	// Raw is the whole frame: 6-byte header and blocks. For a Frame from
+	// a Buffer it is a copy: it stays valid whatever is committed later.
 	Raw []byte
 	// RegBlockSize is the size of an 'R' block's body. Walking the blocks
 	// of a frame needs it; when it is 0 the walk stops at an 'R' block.
