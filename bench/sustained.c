@@ -1,6 +1,6 @@
 /* sustained.c: the traced program of scripts/bench-sustained.sh.
  *
- * Usage: sustained NTHREADS HITS_PER_THREAD
+ * Usage: sustained NTHREADS HITS_PER_THREAD [own]
  *
  * Each of NTHREADS threads calls hit(i, i + 1) HITS_PER_THREAD times in a
  * tight loop and measures its loop with clock_gettime(CLOCK_MONOTONIC).
@@ -9,6 +9,11 @@
  * loop_done() (the gdb session breaks there) and prints
  *
  *     loop_ns=<slowest thread's loop ns> hits=<calls per thread> threads=<N>
+ *
+ * With "own", the threads call hit_own instead, whose first instruction is
+ * `addq $1, %fs:own_counter@tpoff` (a thread-local counter): the same loop
+ * without the cache line hit's counter makes every thread share, so the
+ * tracer's own scaling across threads shows.
  *
  * Run without a debugger it is the untraced baseline of the same loop.
  */
@@ -28,6 +33,17 @@ __attribute__((noinline, noclone)) void hit(int a, int b)
 	__asm__ volatile("addq $1, counter(%%rip)" ::: "memory");
 	sink += a + b;
 }
+
+__thread long own_counter;
+__thread long own_sink;
+
+__attribute__((noinline, noclone)) void hit_own(int a, int b)
+{
+	__asm__ volatile("addq $1, %%fs:own_counter@tpoff" ::: "memory");
+	own_sink += a + b;
+}
+
+static int own;
 
 __attribute__((noinline, noclone)) void loop_done(long long ns)
 {
@@ -50,8 +66,12 @@ static void *worker(void *arg)
 
 	pthread_barrier_wait(&start);
 	t0 = now_ns();
-	for (i = 0; i < hits_per_thread; i++)
-		hit((int)i, (int)i + 1);
+	if (own)
+		for (i = 0; i < hits_per_thread; i++)
+			hit_own((int)i, (int)i + 1);
+	else
+		for (i = 0; i < hits_per_thread; i++)
+			hit((int)i, (int)i + 1);
 	loop_ns[id] = now_ns() - t0;
 	return NULL;
 }
@@ -64,6 +84,7 @@ int main(int argc, char **argv)
 	long i;
 
 	hits_per_thread = argc > 2 ? atol(argv[2]) : 100000;
+	own = argc > 3 && argv[3][0] == 'o';
 	if (n < 1 || n > 64 || hits_per_thread < 1) {
 		fprintf(stderr, "usage: sustained NTHREADS(1..64) HITS_PER_THREAD\n");
 		return 2;

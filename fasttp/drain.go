@@ -13,11 +13,20 @@ import (
 // ever waits for the stub. It turns what the pads report (a passcount reached, a failure, dropped hits) into the
 // engine's state.
 
-// Drainer pacing: a pass that found records is followed by another at
-// once; idle passes back off to maxIdleSleep.
+// Drainer pacing. The drainer looks at the lanes every minIdleSleep to
+// maxIdleSleep (backing off while nothing happens) but drains only when
+// a pass is due (drainDue): a lane is 1/drainShare full, or holds more
+// than the trace buffer can still take, or a pad stopped tracing, or
+// records have waited maxDrainDelay. Until then the stub stays off the
+// program's CPUs: a program that runs on every core would otherwise
+// share them with the drainer, and a burst that fits in the lanes is
+// drained when the program pauses or gdb asks (Sync). A pass that found
+// records is followed by another at once.
 const (
-	minIdleSleep = 50 * time.Microsecond
-	maxIdleSleep = 500 * time.Microsecond
+	minIdleSleep  = 50 * time.Microsecond
+	maxIdleSleep  = 500 * time.Microsecond
+	drainShare    = 4
+	maxDrainDelay = 100 * time.Millisecond
 )
 
 // dropStats are the drop counters last reported to the engine.
@@ -30,18 +39,46 @@ type dropStats struct {
 // drains what is left).
 func (in *Installer) drainLoop(done <-chan struct{}) {
 	sleep := minIdleSleep
+	last := time.Now()
+	timer := time.NewTimer(sleep)
+	defer timer.Stop()
 	for {
-		if in.drainOnce(true) > 0 {
-			sleep = minIdleSleep
-			continue
+		if in.drainDue(time.Since(last)) {
+			n := in.drainOnce(true)
+			last = time.Now()
+			if n > 0 {
+				sleep = minIdleSleep
+				continue
+			}
 		}
+		timer.Reset(sleep)
 		select {
 		case <-done:
 			return
-		case <-time.After(sleep):
+		case <-timer.C:
 		}
 		sleep = min(2*sleep, maxIdleSleep)
 	}
+}
+
+// drainDue reports whether the drainer should pass now, since the time
+// since its last pass (see the pacing constants).
+func (in *Installer) drainDue(since time.Duration) bool {
+	in.mu.Lock()
+	l := in.lanes
+	in.mu.Unlock()
+	if l == nil {
+		return false
+	}
+	if load64(l.ctl(), jit.CtlStop) != 0 {
+		return true
+	}
+	backlog := l.backlog()
+	if backlog == 0 {
+		return false
+	}
+	limit := min(l.laneSize/drainShare, uint64(in.engine.RoomBeforeFull()))
+	return backlog >= limit || since >= maxDrainDelay
 }
 
 // drainOnce moves every committed record to the engine and reports
@@ -70,6 +107,7 @@ func (in *Installer) drainOnce(async bool) int {
 	in.async = async
 	in.mu.Unlock()
 	in.engine.FastHits(hits)
+	l.release()
 	in.reportStop(why, slot)
 	in.reportDrops(l, lost)
 	in.mu.Lock()
@@ -84,25 +122,23 @@ func (in *Installer) drainOnce(async bool) int {
 // resolve turns records into the engine's hits; records of tracepoints
 // removed since are dropped.
 func (in *Installer) resolve(recs []*RingRecord) []tracing.FastRecord {
-	if len(recs) == 0 {
-		return nil
-	}
-	out := make([]tracing.FastRecord, 0, len(recs))
+	out := in.hits[:0]
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	for _, r := range recs {
-		s := in.bySlot[r.TPIndex]
-		if s == nil {
+		if int(r.TPIndex) >= len(in.bySlot) || in.bySlot[r.TPIndex] == nil {
 			continue
 		}
+		s := in.bySlot[r.TPIndex]
 		h := tracing.FastRecord{TP: s.tp, Blocks: r.Blocks, Time: r.Time, Thread: r.Thread}
 		if r.Flags&jit.RecError != 0 {
 			h.Err = fmt.Sprintf("fast tracepoint %d: %s", s.tp.Num, jitErrText(r.ErrCode))
 		} else if r.HasRegs() {
-			h.Regs, h.XSave = r.Regs[:], r.XSave
+			h.Regs, h.XSave = r.Regs, r.XSave
 		}
 		out = append(out, h)
 	}
+	in.hits = out
 	return out
 }
 
@@ -113,7 +149,10 @@ func (in *Installer) reportStop(why uint64, slot uint32) {
 		return
 	}
 	in.mu.Lock()
-	s := in.bySlot[slot]
+	var s *jumpSite
+	if int(slot) < len(in.bySlot) {
+		s = in.bySlot[slot]
+	}
 	in.mu.Unlock()
 	if s == nil {
 		return

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 
+	"gotpstub/frames"
 	"gotpstub/inferior"
 	"gotpstub/jit"
 	"gotpstub/tdesc"
@@ -51,9 +53,11 @@ func newDrainRig(tb testing.TB, laneSize uint64, circular bool, collectRegs bool
 	}
 	n := ownedLanes + 1
 	mem := &inferior.SharedMemory{Addr: 0x10000000, Data: make([]byte, ctlBytes+uint64(n)*laneSize)}
-	l := &lanes{mem: mem, laneSize: laneSize, tails: make([]uint64, n), scratch: make([][]RingRecord, n)}
-	in := &Installer{engine: e, logf: tb.Logf, lanes: l, bySlot: map[uint32]*jumpSite{0: {tp: e.Tracepoints()[0]}},
+	l := newLanes(mem, laneSize, n)
+	l.populated = nil
+	in := &Installer{engine: e, logf: tb.Logf, lanes: l, bySlot: make([]*jumpSite, maxSlots),
 		ringSize: laneSize, ringSet: true}
+	in.bySlot[0] = &jumpSite{tp: e.Tracepoints()[0]}
 	return &drainRig{in: in, e: e, lanes: l}
 }
 
@@ -221,5 +225,51 @@ func TestPopulateAhead(t *testing.T) {
 	l.populateAhead(3, laneSize+10) // a lap done
 	if l.populated[3] != laneSize {
 		t.Errorf("populated %d after a lap", l.populated[3])
+	}
+}
+
+// The drainer leaves a lane alone until a pass is due: a quarter full,
+// more than the trace buffer can take, a stop, or records old enough.
+func TestDrainDue(t *testing.T) {
+	const laneSize = 64 << 10
+	rec := jit.PadRecordSize(false, 0)
+	quarter := int(laneSize / drainShare / rec)
+	cases := []struct {
+		name    string
+		records int
+		since   time.Duration
+		stop    bool
+		linear  bool // a linear buffer, room for a few frames only
+		wantDue bool
+	}{
+		{name: "empty", wantDue: false},
+		{name: "empty, long ago", since: time.Hour, wantDue: false},
+		{name: "a few records", records: 10, wantDue: false},
+		{name: "a few records, old", records: 10, since: maxDrainDelay, wantDue: true},
+		{name: "a quarter of the lane", records: quarter, wantDue: true},
+		{name: "just under a quarter", records: quarter - 1, wantDue: false},
+		{name: "a stop", stop: true, wantDue: true},
+		{name: "more than the buffer takes", records: 10, linear: true, wantDue: true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := newDrainRig(t, laneSize, !c.linear, false)
+			if c.linear {
+				// 4,000,000-byte buffer: fill it but for 30 bytes.
+				w := r.e.RoomBeforeFull()
+				for w > 30+frames.HeaderSize {
+					r.fill(5, min(1500, (w-30)/frames.HeaderSize), false, 1)
+					r.in.drainOnce(false)
+					w = r.e.RoomBeforeFull()
+				}
+			}
+			r.fill(2, c.records, false, 1)
+			if c.stop {
+				store64(r.lanes.ctl(), jit.CtlStop, jit.StopPassCount)
+			}
+			if got := r.in.drainDue(c.since); got != c.wantDue {
+				t.Errorf("drainDue = %v, want %v", got, c.wantDue)
+			}
+		})
 	}
 }

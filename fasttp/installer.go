@@ -60,7 +60,7 @@ type Installer struct {
 	fsBase   bool   // pads may use rdfsbase (per-thread lanes)
 	nextSlot uint32
 	sites    map[*tracing.Tracepoint]*jumpSite
-	bySlot   map[uint32]*jumpSite
+	bySlot   []*jumpSite        // by tracepoint table slot (maxSlots)
 	padTraps map[uint64]padTrap // int3 address inside a pad → its role
 	arenas   map[uint64]*arena  // 1 GiB window → current pad area
 	areas    []Range            // every range of pad memory (Stabilize)
@@ -74,7 +74,8 @@ type Installer struct {
 	// drainMu serialises drains (the drainer goroutine and Sync), so
 	// records reach the engine once and in order.
 	drainMu sync.Mutex
-	drained []*RingRecord // drain's buffer, reused
+	drained []*RingRecord        // drain's buffer, reused
+	hits    []tracing.FastRecord // resolve's buffer, reused
 	stats   dropStats
 
 	// faults maps each pad instruction that may fault (a plain load of
@@ -136,7 +137,7 @@ func New(p *inferior.Process, e *tracing.Engine, traps TrapInstaller, logf func(
 	in := &Installer{
 		proc: p, engine: e, traps: traps, logf: logf,
 		sites:    map[*tracing.Tracepoint]*jumpSite{},
-		bySlot:   map[uint32]*jumpSite{},
+		bySlot:   make([]*jumpSite, maxSlots),
 		padTraps: map[uint64]padTrap{},
 		arenas:   map[uint64]*arena{},
 		viaTrap:  map[*tracing.Tracepoint]bool{},

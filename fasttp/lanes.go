@@ -33,6 +33,15 @@ type lanes struct {
 	// has had the lane's pages allocated (populateAhead).
 	populated []uint64
 	scratch   [][]RingRecord
+	// next is, per lane, the tail after the records of the last drain,
+	// published by release once the engine is done with them.
+	next []uint64
+}
+
+// newLanes returns the stub's view of n lanes of laneSize bytes in mem.
+func newLanes(mem *inferior.SharedMemory, laneSize uint64, n int) *lanes {
+	return &lanes{mem: mem, laneSize: laneSize, tails: make([]uint64, n), next: make([]uint64, n),
+		scratch: make([][]RingRecord, n), populated: make([]uint64, n)}
 }
 
 // ctl returns the control block.
@@ -57,7 +66,7 @@ func mapLanes(p *inferior.Process, laneSize uint64) (*lanes, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mapping the trace lanes: %w", err)
 	}
-	l := &lanes{mem: mem, laneSize: laneSize, tails: make([]uint64, n), scratch: make([][]RingRecord, n), populated: make([]uint64, n)}
+	l := newLanes(mem, laneSize, n)
 	c := l.ctl()
 	binary.LittleEndian.PutUint64(c[jit.CtlPid:], uint64(p.Pid()))
 	for i := range n {
@@ -94,6 +103,7 @@ func (l *lanes) writeSlot(slot uint32, passcount uint64) {
 // new experiment. No thread may be inside a pad (all stopped, none in a
 // pad's memory) and everything wanted must have been drained.
 func (l *lanes) reset() {
+	l.release()
 	c := l.ctl()
 	for i := range l.tails {
 		h := laneHdr(i)
@@ -102,7 +112,7 @@ func (l *lanes) reset() {
 		store64(c, h+jit.LaneHead, 0)
 		store64(c, h+jit.LaneTail, 0)
 		store64(c, h+jit.LaneDropped, 0)
-		l.tails[i] = 0
+		l.tails[i], l.next[i] = 0, 0
 	}
 	// Pages stay allocated: populated stays as it is.
 	store64(c, jit.CtlStop, 0)
@@ -125,13 +135,16 @@ func (l *lanes) zero(i int, from, to uint64) {
 // (and so the stub's memory for them); more stay for the next pass.
 const maxDrainBatch = 8192
 
-// drain consumes the committed records of every lane, at most
-// maxDrainBatch of them, and returns them merged by time (each lane's
-// order kept); more says some were left. quiescent says no thread can be
-// writing (all stopped outside the pads): a record still uncommitted then
-// was abandoned (its thread died in the pad) and the rest of its lane is
-// discarded, counted in the returned lost bytes.
+// drain reads the committed records of every lane, at most maxDrainBatch
+// of them, and returns them merged by time (each lane's order kept); more
+// says some were left. The records point into the lanes: the caller
+// calls release when it is done with them, before the next drain.
+// quiescent says no thread can be writing (all stopped outside the
+// pads): a record still uncommitted then was abandoned (its thread died
+// in the pad) and the rest of its lane is discarded, counted in the
+// returned lost bytes.
 func (l *lanes) drain(out []*RingRecord, quiescent bool) (_ []*RingRecord, lost uint64, more bool, _ error) {
+	l.release()
 	c := l.ctl()
 	var firstErr error
 	budget := maxDrainBatch
@@ -159,11 +172,33 @@ func (l *lanes) drain(out []*RingRecord, quiescent bool) (_ []*RingRecord, lost 
 		for j := range recs {
 			recs[j].Lane = i
 		}
-		l.zero(i, tail, newTail)
-		store64(c, h+jit.LaneTail, newTail)
-		l.tails[i] = newTail
+		l.next[i] = newTail
 	}
 	return mergeByTime(l.scratch, out), lost, more, firstErr
+}
+
+// backlog returns the most bytes any lane holds that the stub has not
+// consumed (a lane's head less its tail).
+func (l *lanes) backlog() uint64 {
+	c := l.ctl()
+	var most uint64
+	for i, tail := range l.tails {
+		most = max(most, load64(c, laneHdr(i)+jit.LaneHead)-tail)
+	}
+	return most
+}
+
+// release gives the lanes' space of the last drain's records back to the
+// pads: it zeroes their bytes, then publishes the new tails.
+func (l *lanes) release() {
+	c := l.ctl()
+	for i, next := range l.next {
+		if tail := l.tails[i]; next != tail {
+			l.zero(i, tail, next)
+			store64(c, laneHdr(i)+jit.LaneTail, next)
+			l.tails[i] = next
+		}
+	}
 }
 
 // populateBytes is how far ahead of a lane's head (during its first lap)

@@ -20,10 +20,11 @@ import (
 //     stores the size last, and x86 keeps stores in order), so a record
 //     being written is never seen half done; the first uncommitted record
 //     ends the pass;
-//  3. zero every consumed byte and only then store the new tail: record
-//     sizes differ between tracepoints, so a later record can start where
-//     an old one had payload, and a stale nonzero word there must not look
-//     like a committed size. Lanes start zeroed.
+//  3. hand the records to the engine: they point into the lane, no copy;
+//  4. zero every consumed byte and only then store the new tail (release):
+//     record sizes differ between tracepoints, so a later record can start
+//     where an old one had payload, and a stale nonzero word there must
+//     not look like a committed size. Lanes start zeroed.
 
 // RingRecord is one committed record of a lane (RecSkip fillers are
 // consumed but not returned).
@@ -35,15 +36,27 @@ type RingRecord struct {
 	ErrCode uint32 // jit.RecError: the jit Err* code; the record has no payload
 	Time    uint64 // time-stamp counter at the hit
 	Thread  uint64 // the thread pointer (fs base), 0 when unknown
-	// Regs is the pad register block (jit.PadRegs slots, GDB's amd64
-	// numbering) when Flags has jit.RecRegs.
-	Regs [jit.PadRegs]uint64
+	// Regs is the pad register block when Flags has jit.RecRegs:
+	// jit.PadRegs little-endian 8-byte slots, GDB's amd64 numbering.
+	Regs []byte
 	// XSave is the thread's x87/SSE/AVX state in XSAVE's standard format
-	// (a copy) when Flags has jit.RecXSave.
+	// when Flags has jit.RecXSave.
 	XSave []byte
 	// Blocks holds the 'M'/'V' collection blocks (jit's block format),
-	// already checked to be well formed; a copy, not shared memory.
+	// checked to be well formed when parsed.
 	Blocks []byte
+	// Regs, XSave and Blocks are not copies: they are the lane's bytes,
+	// valid until the lane's tail moves past the record (lanes.release).
+	// The program could still scribble on them (its memory), so their
+	// users must not trust them beyond their length.
+}
+
+// Reg returns register slot i of the register block (0 without one).
+func (r *RingRecord) Reg(i int) uint64 {
+	if 8*i+8 > len(r.Regs) {
+		return 0
+	}
+	return binary.LittleEndian.Uint64(r.Regs[8*i:])
 }
 
 // HasRegs reports whether the record holds the register block.
@@ -69,7 +82,7 @@ func store64(b []byte, off, v uint64) {
 // of two) from cursor tail in order, stopping at head or at the first
 // uncommitted record (size 0). It appends the records (not the RecSkip
 // fillers) to recs and returns them with the new tail: the cursor after
-// the last consumed record. Every header and body is validated; on a
+// the last consumed record. The records' payloads are slices of data. Every header and body is validated; on a
 // corrupt record it returns the records before it, the tail after them
 // and an error naming the lane offset. It never panics on any contents.
 func ParseLane(data []byte, tail, head uint64, recs []RingRecord) ([]RingRecord, uint64, error) {
@@ -168,9 +181,7 @@ func parseRecord(data []byte, off, avail uint64, recs *[]RingRecord) (uint64, er
 		if len(body) < ringRegBytes {
 			return 0, fmt.Errorf("size %d cannot hold the registers", size)
 		}
-		for i := range rec.Regs {
-			rec.Regs[i] = binary.LittleEndian.Uint64(body[8*i:])
-		}
+		rec.Regs = body[:ringRegBytes:ringRegBytes]
 		body = body[ringRegBytes:]
 	}
 	if flags&jit.RecXSave != 0 {
@@ -183,14 +194,14 @@ func parseRecord(data []byte, off, avail uint64, recs *[]RingRecord) (uint64, er
 		if n == 0 || len(body) < region || start+n > region {
 			return 0, fmt.Errorf("size %d cannot hold a %d-byte XSAVE area", size, n)
 		}
-		rec.XSave = append([]byte(nil), body[start:start+n]...)
+		rec.XSave = body[start : start+n : start+n]
 		body = body[region:]
 	}
 	if uint64(used) > uint64(len(body)) {
 		return 0, fmt.Errorf("size %d cannot hold %d bytes of blocks", size, used)
 	}
 	if used > 0 {
-		rec.Blocks = append([]byte(nil), body[:used]...)
+		rec.Blocks = body[:used:used]
 		if err := checkBlocks(rec.Blocks); err != nil {
 			return 0, err
 		}

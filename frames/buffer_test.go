@@ -385,3 +385,60 @@ func TestReadTraceDataAndStats(t *testing.T) {
 		t.Error("ReadTraceData with length 0 succeeded")
 	}
 }
+
+// A header-only frame committed in a batch is the frame a builder with
+// only a fallback PC commits: same bytes, records and tfind answers, in
+// linear and circular buffers, across the end of the arena.
+func TestBatchCommitHeaderMatchesBuilder(t *testing.T) {
+	for _, circular := range []bool{false, true} {
+		t.Run(fmt.Sprint("circular=", circular), func(t *testing.T) {
+			viaBuilder, viaBatch := NewBuffer(1000), NewBuffer(1000)
+			for _, b := range []*Buffer{viaBuilder, viaBatch} {
+				b.SetCircular(circular)
+			}
+			var f FrameBuilder
+			var errBuilder, errBatch error
+			for i := range 400 {
+				tp, pc := 1+i%3, uint64(0x1000+i%3)
+				if i%7 == 0 { // a frame with a block between header-only ones
+					f.Reset(tp)
+					f.AddMemory(0x10, []byte{byte(i), 2, 3})
+					errBuilder = viaBuilder.Commit(&f)
+					f.Reset(tp)
+					f.AddMemory(0x10, []byte{byte(i), 2, 3})
+					errBatch = viaBatch.Commit(&f)
+				} else {
+					f.Reset(tp)
+					f.SetFallbackPC(pc)
+					errBuilder = viaBuilder.Commit(&f)
+					w := viaBatch.BeginBatch()
+					n, err := w.CommitHeader(tp, pc)
+					w.End()
+					errBatch = err
+					if err == nil && n != HeaderSize {
+						t.Fatalf("CommitHeader returned size %d", n)
+					}
+				}
+				if (errBuilder == nil) != (errBatch == nil) {
+					t.Fatalf("frame %d: builder %v, batch %v", i, errBuilder, errBatch)
+				}
+			}
+			if !circular && !errors.Is(errBatch, ErrFull) {
+				t.Fatalf("linear buffer never filled: %v", errBatch)
+			}
+			if a, b := viaBuilder.snapshot(), viaBatch.snapshot(); !bytes.Equal(a, b) {
+				t.Fatalf("buffers differ:\n%x\n%x", a, b)
+			}
+			if viaBuilder.Stats() != viaBatch.Stats() {
+				t.Errorf("stats %+v and %+v", viaBuilder.Stats(), viaBatch.Stats())
+			}
+			for pc := uint64(0x1000); pc < 0x1003; pc++ {
+				a, okA := viaBuilder.FindPC(-1, pc, -1)
+				b, okB := viaBatch.FindPC(-1, pc, -1)
+				if okA != okB || okA && (a.Num != b.Num || !bytes.Equal(a.Raw, b.Raw)) {
+					t.Errorf("FindPC(%#x): %v %v", pc, a, b)
+				}
+			}
+		})
+	}
+}

@@ -212,6 +212,7 @@ const (
 	padLane   = r14 // lane header
 	padTP     = r15 // tracepoint table entry
 	padBase   = rBP // register block
+	padShared = r10 // nonzero: padLane is the shared lane (lane to reserve)
 )
 
 // padBuilder carries the label fixups of one pad under construction.
@@ -327,23 +328,25 @@ func (b *padBuilder) needsBlock() bool {
 
 // fastExit leaves at once, before saving anything else, when collection
 // is off (after tstop or a stop by the engine the jumps may stay until the
-// next stop of the program): it steps below the red zone, saves flags and
-// rax, checks CtlActive, and either restores them and jumps to the
-// relocated code (the returned rel32 field) or goes on to entry.
+// next stop of the program): it steps below the red zone and checks
+// CtlActive with rcx and jrcxz, which leave the flags alone, then either
+// restores rcx and jumps to the relocated code (the returned rel32 field)
+// or restores rcx, pushes the flags and goes on to entry.
 func (b *padBuilder) fastExit() int {
 	a := &b.a
 	a.lea(rSP, at(rSP, -padRedZone))
-	a.pushfq()
-	a.push(rAX)
-	a.movImm(rAX, b.spec.Ctl)
-	a.aluMI(aluCmp, at(rAX, CtlActive), 0)
-	on := a.jcc8(condNE)
-	a.pop(rAX)
-	a.popfq()
+	a.push(rCX)
+	a.movImm(rCX, b.spec.Ctl)
+	a.load64(rCX, at(rCX, CtlActive))
+	off := a.jrcxz()
+	on := a.jmp8()
+	a.here8(off)
+	a.pop(rCX)
 	a.lea(rSP, at(rSP, padRedZone))
 	tail := a.jmp32()
 	a.here8(on)
-	a.pop(rAX)
+	a.pop(rCX)
+	a.pushfq()
 	return tail
 }
 
@@ -537,12 +540,37 @@ func (b *padBuilder) restore() int {
 	a := &b.a
 	skip := a.pos()
 	a.lea(rSP, at(padBase, padBlockBytes))
-	for i := len(padPushOrder) - 1; i >= 0; i-- {
+	for i := len(padPushOrder) - 1; i >= 2; i-- {
 		a.pop(padPushOrder[i])
 	}
-	a.popfq()
-	a.lea(rSP, at(rSP, padRedZone))
+	b.restoreFlags()
+	a.pop(rCX)
+	a.pop(rAX)
+	a.lea(rSP, at(rSP, 8+padRedZone)) // the flags' slot and the red zone
 	return skip
+}
+
+// restoreFlags gives the thread back the flags entry pushed, without
+// POPFQ (microcoded, about 20 cycles): SAHF sets SF ZF AF PF CF from ah,
+// ADD al, 0x7f sets OF when al is 1, and DF is set again if it was (the
+// pad cleared it). No other flag can change in the pad. With rcx and rax
+// still on the stack ([rsp], [rsp+8], the flags at [rsp+16]); clobbers
+// them.
+func (b *padBuilder) restoreFlags() {
+	a := &b.a
+	const saved = 16
+	a.load64(rAX, at(rSP, saved))
+	a.movRR(rCX, rAX)
+	a.shiftImm(shiftShr, rCX, 11) // OF
+	a.aluRI(aluAnd, rCX, 1)
+	a.shiftImm(shiftShl, rAX, 8) // ah = SF ZF AF PF CF
+	a.aluRR(aluOr, rAX, rCX)
+	a.testMI32(at(rSP, saved), 1<<10)
+	clear := a.jcc8(condE)
+	a.std()
+	a.here8(clear)
+	a.addALImm(0x7f)
+	a.sahf()
 }
 
 // collectError turns the reserved record into an error record of the same
@@ -597,12 +625,13 @@ const laneHash = 0x9e3779b97f4a7c15
 // lane sets padLane to the thread's lane header and stores the thread
 // pointer in the locals: the lane whose owner entry holds the thread's fs
 // base, claiming a free one (lock cmpxchg) on the thread's first hit; the
-// shared lane when there is no fs base or no free entry. Clobbers rax
-// rcx rdx rsi rdi.
+// shared lane when there is no fs base or no free entry. padShared says
+// which (reserve uses it). Clobbers rax rcx rdx rsi rdi.
 func (b *padBuilder) lane() {
 	a := &b.a
 	n := b.spec.Lanes
 	a.lea(padLane, at(padCtl, int32(CtlLanes+n*LaneHdrSize)))
+	a.movImm(padShared, 1)
 	if !b.spec.FSBase {
 		a.aluRR32(aluXor, rAX, rAX)
 		a.store64(at(rSP, locThread), rAX)
@@ -647,6 +676,7 @@ func (b *padBuilder) lane() {
 	}
 	a.shiftImm(shiftShl, rDX, 8) // * LaneHdrSize
 	a.lea(padLane, mem{base: padCtl, index: int(rDX), scale: 1, disp: CtlLanes})
+	a.aluRR32(aluXor, padShared, padShared)
 	here = a.pos()
 	for _, f := range done {
 		a.patch32(f, here)
@@ -681,7 +711,17 @@ func (b *padBuilder) reserve() []int {
 	// consumed past it since it was read) h+need-tail is negative, the
 	// lane is not full and the cmpxchg below fails and retries.
 	full := a.jcc32(condG)
+	// A thread's own lane has one writer, this thread: a CMPXCHG without
+	// LOCK is atomic for it (a signal handler hitting a tracepoint runs
+	// between two instructions) and costs no bus lock. The shared lane
+	// needs LOCK.
+	a.testRR(padShared, padShared)
+	shared := a.jcc8(condNE)
+	a.cmpxchg(at(padLane, LaneHead), rDI)
+	reserved := a.jmp8()
+	a.here8(shared)
 	a.lockCmpxchg(at(padLane, LaneHead), rDI)
+	a.here8(reserved)
 	a.patch32(a.jcc32(condNE), loop) // rax = the current head
 	a.load64(padRecord, at(padLane, LaneBase))
 	a.aluRR(aluCmp, r9, padSizeR)

@@ -398,6 +398,28 @@ func (a *asm) callReg(r gpr) { a.opReg(false, []byte{0xff}, 2, r, false) }
 // pushfq emits PUSHFQ.
 func (a *asm) pushfq() { a.byte1(0x9c) }
 
+// jrcxz emits JRCXZ rel8 (jump if rcx is 0; flags untouched) and returns
+// the offset of the rel8 field.
+func (a *asm) jrcxz() int {
+	a.byte1(0xe3, 0)
+	return a.pos() - 1
+}
+
+// sahf emits SAHF (SF ZF AF PF CF from ah).
+func (a *asm) sahf() { a.byte1(0x9e) }
+
+// std emits STD.
+func (a *asm) std() { a.byte1(0xfd) }
+
+// addALImm emits ADD al, imm8.
+func (a *asm) addALImm(v uint8) { a.byte1(0x04, v) }
+
+// cmpxchg emits CMPXCHG qword [m], src without LOCK: atomic for the
+// thread (a signal arrives between instructions), not for other CPUs.
+func (a *asm) cmpxchg(m mem, src gpr) {
+	a.opMem(true, []byte{0x0f, 0xb1}, src, m, false)
+}
+
 // popfq emits POPFQ.
 func (a *asm) popfq() { a.byte1(0x9d) }
 

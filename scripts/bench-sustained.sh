@@ -2,7 +2,7 @@
 # bench-sustained.sh: sustained per-hit cost of fast tracepoints, gotpstub
 # vs gdbserver + its in-process agent, on the same program in one run.
 #
-# Usage: scripts/bench-sustained.sh [ROW...]      (rows 1-7, default all)
+# Usage: scripts/bench-sustained.sh [ROW...]      (rows 1-9, default all)
 #
 # Environment:
 #   REPS=3     sessions per stub and row (and untraced runs); medians
@@ -28,6 +28,12 @@
 #   5  same, 200,000 hits, a buffer that never fills (512 MiB)
 #   6  same as 4, 2 threads x 100,000, per thread
 #   7  no actions, 2 threads x 400,000, a buffer that never fills, per thread
+# and two more that are not issue 8's: the threads of row 7 share the
+# cache line of hit's counter (and of sink), which costs a line transfer
+# per traced call once the pad spaces the calls out; rows 8 and 9 trace
+# hit_own instead (a thread-local counter, `addq $1, %fs:...`):
+#   8  no actions, 1 thread x 400,000 calls of hit_own, 512 MiB buffer
+#   9  no actions, 2 threads x 400,000 calls of hit_own, 512 MiB, per thread
 # With gdb's defaults a linear buffer fills and tracing stops (tfull) part
 # way: the rest of the hits run through an inactive pad; that is the
 # sustained cost a user of gdb's defaults pays. Frames collected and
@@ -40,7 +46,7 @@ SCALE=${SCALE:-1}
 IPA=${IPA:-/usr/lib/libinproctrace.so}
 [ -f "$IPA" ] || { echo "bench-sustained.sh: needs gdbserver's in-process agent ($IPA)" >&2; exit 2; }
 rows=("$@")
-[ ${#rows[@]} -gt 0 ] || rows=(1 2 3 4 5 6 7)
+[ ${#rows[@]} -gt 0 ] || rows=(1 2 3 4 5 6 7 8 9)
 
 work=$(mktemp -d)
 stub_pid=
@@ -63,7 +69,7 @@ gcc -O2 -g -no-pie -fno-PIE -pthread -o "$prog" bench/sustained.c
 
 # row N: sets threads, hits (per thread), buffer ("" = gdb's default), cond, actions.
 row() {
-	cond="" actions="" buffer="" threads=1
+	cond="" actions="" buffer="" threads=1 fn=hit mode=
 	case $1 in
 	1) hits=500000 ;;
 	2) hits=3000000 ;;
@@ -72,6 +78,8 @@ row() {
 	5) hits=200000 cond=" if (a+a+b+b+b) >= 0" actions='collect $regs' buffer=536870912 ;;
 	6) hits=100000 threads=2 cond=" if (a+a+b+b+b) >= 0" actions='collect $regs' ;;
 	7) hits=400000 threads=2 buffer=536870912 ;;
+	8) hits=400000 buffer=536870912 fn=hit_own mode=own ;;
+	9) hits=400000 threads=2 buffer=536870912 fn=hit_own mode=own ;;
 	*) fail "no row $1" ;;
 	esac
 	hits=$(awk -v h="$hits" -v s="$SCALE" 'BEGIN { printf "%d", h * s }')
@@ -86,7 +94,7 @@ session() {
 	local stub=$1 log=$work/stub.log out=$work/gdb.out port started=
 	for _ in 1 2 3 4 5 6 7 8; do
 		port=$((30000 + RANDOM % 5000))
-		"$stub" --wrapper env "LD_PRELOAD=$IPA" -- --once "127.0.0.1:$port" "$prog" "$threads" "$hits" >"$log" 2>&1 &
+		"$stub" --wrapper env "LD_PRELOAD=$IPA" -- --once "127.0.0.1:$port" "$prog" "$threads" "$hits" $mode >"$log" 2>&1 &
 		stub_pid=$!
 		for _ in $(seq 200); do
 			if grep -q "Listening on port" "$log"; then started=1; break; fi
@@ -102,7 +110,7 @@ session() {
 		echo "break main"
 		echo "continue"
 		[ -z "$buffer" ] || echo "set trace-buffer-size $buffer"
-		echo "ftrace hit$cond"
+		echo "ftrace $fn$cond"
 		if [ -n "$actions" ]; then printf 'actions\n%s\nend\n' "$actions"; fi
 		echo "break loop_done"
 		echo "tstart"
@@ -127,7 +135,7 @@ session() {
 }
 
 untraced() {
-	env "LD_PRELOAD=$IPA" "$prog" "$threads" "$hits" >"$work/plain.out"
+	env "LD_PRELOAD=$IPA" "$prog" "$threads" "$hits" $mode >"$work/plain.out"
 	loop_ns_of "$work/plain.out"
 }
 
@@ -138,7 +146,7 @@ for stub in $STUBS; do printf ' %16s %9s' "$(basename "$stub") ns/hit" frames; d
 printf ' %9s %s\n' dropped "ratio (x better)"
 for r in "${rows[@]}"; do
 	row "$r"
-	desc="$threads thr x $hits${cond:+, cond}${actions:+, $actions}, buffer ${buffer:-default}"
+	desc="$threads thr x $hits${mode:+ $fn}${cond:+, cond}${actions:+, $actions}, buffer ${buffer:-default}"
 	base=$(for _ in $(seq "$REPS"); do untraced; done | median)
 	printf '%-4s %-52s %10s' "$r" "$desc" "$base"
 	per=()

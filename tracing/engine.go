@@ -165,6 +165,10 @@ type Engine struct {
 
 	fastTracepoints bool // announce FastTracepoints (SetFastTracepoints)
 	buf             *frames.Buffer
+	// batch, while inBatch, holds buf's lock for FastHits' commits;
+	// stopLocked ends it (a stop reads the buffer).
+	batch   frames.Batch
+	inBatch bool
 
 	running    bool
 	stopReason string
@@ -315,6 +319,7 @@ func (e *Engine) OnInferiorExit() {
 // stopLocked ends the run and returns the tracepoints to remove from the
 // inferior (outside the lock).
 func (e *Engine) stopLocked(reason string, tpnum int, msg string) []*Tracepoint {
+	e.endBatchLocked()
 	if !e.running {
 		return nil
 	}

@@ -4,7 +4,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 
+	"gotpstub/frames"
 	"gotpstub/tdesc"
 )
 
@@ -59,10 +61,10 @@ type RunStarter interface {
 // FastRecord is one hit collected by an Installer (FastHits).
 type FastRecord struct {
 	TP *Tracepoint
-	// Regs holds register values by GDB register number (Regs[n] is
-	// register n, truncated to its size in the layout), or nil when the
-	// hit did not collect registers.
-	Regs []uint64
+	// Regs holds register values by GDB register number, 8 little-endian
+	// bytes each (bytes 8n..8n+7 are register n, truncated to its size in
+	// the layout), or nil when the hit did not collect registers.
+	Regs []byte
 	// XSave, with Regs, is the x87/SSE/AVX state in XSAVE's standard
 	// format (tdesc.FillXSave), or nil.
 	XSave []byte
@@ -85,6 +87,8 @@ func (e *Engine) FastHits(recs []FastRecord) {
 	}
 	var removed []*Tracepoint
 	e.mu.Lock()
+	e.hit.bufSize = e.buf.Size()
+	e.batch, e.inBatch = e.buf.BeginBatch(), true
 	for i := range recs {
 		r := &recs[i]
 		if !e.running {
@@ -100,9 +104,36 @@ func (e *Engine) FastHits(recs []FastRecord) {
 		rm, _ := e.fastHitLocked(r.TP, r.Regs, r.XSave, r.Blocks)
 		removed = append(removed, rm...)
 	}
+	e.endBatchLocked()
 	inst := e.installer
 	e.mu.Unlock()
 	removeAll(inst, removed)
+}
+
+// fastEmptyHitLocked is fastHitLocked for a hit that collected nothing,
+// within FastHits' batch: the frame is committed without being built.
+func (e *Engine) fastEmptyHitLocked(tp *Tracepoint) ([]*Tracepoint, error) {
+	tp.Hits++
+	n, err := e.batch.CommitHeader(tp.Num, tp.Addr)
+	if err != nil {
+		if errors.Is(err, frames.ErrFull) {
+			return e.stopLocked(reasonFull, 0, ""), nil
+		}
+		return e.stopLocked(reasonError, tp.Num, fmt.Sprintf("storing the trace frame: %v", err)), err
+	}
+	tp.BytesUsed += uint64(n)
+	if tp.PassCount > 0 && tp.Hits >= uint64(tp.PassCount) {
+		return e.stopLocked(reasonPassCount, tp.Num, ""), nil
+	}
+	return nil, nil
+}
+
+// endBatchLocked ends FastHits' batch of commits, if one is open.
+func (e *Engine) endBatchLocked() {
+	if e.inBatch {
+		e.batch.End()
+		e.batch, e.inBatch = frames.Batch{}, false
+	}
 }
 
 // FastPassCount stops the run because tp reached its passcount in the
@@ -125,6 +156,16 @@ func (e *Engine) SetFastDropped(n uint64) {
 	e.mu.Lock()
 	e.fastDropped = n
 	e.mu.Unlock()
+}
+
+// RoomBeforeFull returns how many more bytes of frames the trace buffer
+// takes before a full linear buffer stops the run (math.MaxInt for a
+// circular buffer, which never fills).
+func (e *Engine) RoomBeforeFull() int {
+	if e.buf.Circular() {
+		return math.MaxInt
+	}
+	return e.buf.Free()
 }
 
 // BufferSize returns the trace buffer's size in bytes (QTBuffer:size).
@@ -164,14 +205,23 @@ func (e *Engine) FastHit(tp *Tracepoint, regs []uint64, blocks []byte) error {
 		e.mu.Unlock()
 		return nil
 	}
-	removed, err := e.fastHitLocked(tp, regs, nil, blocks)
+	e.hit.bufSize = e.buf.Size()
+	var le []byte
+	for _, v := range regs {
+		le = binary.LittleEndian.AppendUint64(le, v)
+	}
+	removed, err := e.fastHitLocked(tp, le, nil, blocks)
 	inst := e.installer
 	e.mu.Unlock()
 	removeAll(inst, removed)
 	return err
 }
 
-func (e *Engine) fastHitLocked(tp *Tracepoint, regs []uint64, xsave, blocks []byte) ([]*Tracepoint, error) {
+// fastHitLocked stores one fast hit; regs is in FastRecord.Regs's format.
+func (e *Engine) fastHitLocked(tp *Tracepoint, regs, xsave, blocks []byte) ([]*Tracepoint, error) {
+	if e.inBatch && len(blocks) == 0 && !tp.collectsRegisters() {
+		return e.fastEmptyHitLocked(tp)
+	}
 	h := &e.hit
 	h.overflow = false
 	tp.Hits++
@@ -180,17 +230,14 @@ func (e *Engine) fastHitLocked(tp *Tracepoint, regs []uint64, xsave, blocks []by
 	h.frame.SetFallbackPC(tp.Addr)
 	if tp.collectsRegisters() {
 		block := h.regBlock(nil, 0, false)
-		for num, v := range regs {
-			if num >= len(e.fastSlots) {
+		for num, sl := range e.fastSlots {
+			if 8*num+8 > len(regs) {
 				break
 			}
-			sl := e.fastSlots[num]
 			if sl.size == 0 || sl.off+sl.size > len(block) {
 				continue
 			}
-			var le [8]byte
-			binary.LittleEndian.PutUint64(le[:], v)
-			copy(block[sl.off:sl.off+sl.size], le[:sl.size])
+			copy(block[sl.off:sl.off+sl.size], regs[8*num:8*num+sl.size])
 		}
 		if xsave != nil && e.layout != nil && len(block) == e.layout.Size {
 			tdesc.FillXSave(&tdesc.Regs{Layout: e.layout, Data: block}, xsave)
@@ -266,7 +313,7 @@ func addBlocks(h *hitState, b []byte) error {
 			if len(b) < 11+n {
 				return fmt.Errorf("M block at %#x: %d bytes announced, %d present", addr, n, len(b)-11)
 			}
-			if uint64(h.frame.Size())+uint64(n) > uint64(h.e.buf.Size()) {
+			if uint64(h.frame.Size())+uint64(n) > uint64(h.bufSize) {
 				h.overflow = true
 				return nil
 			}

@@ -25,6 +25,9 @@ type hitState struct {
 	// overflow is set when the frame outgrew the whole buffer: the rest
 	// was not collected and the frame cannot be stored.
 	overflow bool
+	// bufSize is the trace buffer's size, read before a batch of fast
+	// hits (the buffer's lock is held during the batch).
+	bufSize int
 }
 
 // ReadMemory implements agentexpr.Memory on the hitting thread. Bytes
@@ -225,7 +228,11 @@ func (e *Engine) commitLocked(tp *Tracepoint) []*Tracepoint {
 	size := f.Size()
 	err := frames.ErrFull
 	if !e.hit.overflow {
-		err = e.buf.Commit(f)
+		if e.inBatch {
+			err = e.batch.Commit(f)
+		} else {
+			err = e.buf.Commit(f)
+		}
 	}
 	if err != nil {
 		e.hit.frame = nil
