@@ -198,6 +198,7 @@ func (in *Installer) StartRun() {
 	}
 	in.lanes.reset()
 	if len(in.sites) != 0 || len(in.pending) != 0 {
+		in.prefaultLocked()
 		return
 	}
 	in.nextSlot = 0
@@ -215,7 +216,9 @@ func (in *Installer) StartRun() {
 		if err := in.proc.Unmap(old.mem); err != nil {
 			in.logf("fast tracepoints: %v", err)
 		}
+		return // ensureCtlLocked prefaulted the new lanes
 	}
+	in.prefaultLocked()
 }
 
 // drainAll drains until the lanes hold nothing committed (a pass takes at

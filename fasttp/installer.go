@@ -503,6 +503,7 @@ func (in *Installer) ensureCtlLocked() error {
 	}
 	in.lanes, in.ctl = l, l.mem.Addr
 	in.fsBase = hasFSBase(in.proc.Pid())
+	in.prefaultLocked()
 	if !in.draining {
 		in.draining = true
 		go in.drainLoop(in.proc.Done())

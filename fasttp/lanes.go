@@ -32,7 +32,10 @@ type lanes struct {
 	// populated is, per lane, how far (in bytes from its start) the stub
 	// has had the lane's pages allocated (populateAhead).
 	populated []uint64
-	scratch   [][]RingRecord
+	// mapped is, per lane, how many bytes from its start the process has
+	// mapped already (prefault): its writes there take no page fault.
+	mapped  []uint64
+	scratch [][]RingRecord
 	// next is, per lane, the tail after the records of the last drain,
 	// published by release once the engine is done with them.
 	next []uint64
@@ -41,7 +44,7 @@ type lanes struct {
 // newLanes returns the stub's view of n lanes of laneSize bytes in mem.
 func newLanes(mem *inferior.SharedMemory, laneSize uint64, n int) *lanes {
 	return &lanes{mem: mem, laneSize: laneSize, tails: make([]uint64, n), next: make([]uint64, n),
-		scratch: make([][]RingRecord, n), populated: make([]uint64, n)}
+		scratch: make([][]RingRecord, n), populated: make([]uint64, n), mapped: make([]uint64, n)}
 }
 
 // ctl returns the control block.
@@ -50,10 +53,42 @@ func (l *lanes) ctl() []byte { return l.mem.Data[:ctlBytes] }
 // hdr returns lane i's header offset in the control block.
 func laneHdr(i int) uint64 { return uint64(jit.CtlLanes + i*jit.LaneHdrSize) }
 
+// dataOff returns the offset of lane i's data in the shared memory.
+func (l *lanes) dataOff(i int) uint64 { return ctlBytes + uint64(i)*l.laneSize }
+
 // data returns lane i's data.
 func (l *lanes) data(i int) []byte {
-	off := ctlBytes + uint64(i)*l.laneSize
+	off := l.dataOff(i)
 	return l.mem.Data[off : off+l.laneSize]
+}
+
+// clearOwners frees every lane of the owner table. No thread may be in
+// a pad.
+func (l *lanes) clearOwners() {
+	c := l.ctl()
+	for i := range ownedLanes {
+		store64(c, uint64(jit.CtlOwners+8*i), 0)
+	}
+}
+
+// claim gives the thread whose thread pointer is fs a lane, in the owner
+// table where the pads' search finds it (jit.LaneSlot), and returns the
+// lane; false when every lane is taken (the thread will use the shared
+// lane). No thread may be in a pad.
+func (l *lanes) claim(fs uint64) (int, bool) {
+	c := l.ctl()
+	slot := jit.LaneSlot(fs, ownedLanes)
+	for k := range ownedLanes {
+		i := (slot + k) % ownedLanes
+		switch load64(c, uint64(jit.CtlOwners+8*i)) {
+		case fs:
+			return i, true
+		case 0:
+			store64(c, uint64(jit.CtlOwners+8*i), fs)
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 // mapLanes creates the shared memory in p and initialises the control
@@ -179,11 +214,15 @@ func (l *lanes) drain(out []*RingRecord, quiescent bool) (_ []*RingRecord, lost 
 
 // backlog returns the most bytes any lane holds that the stub has not
 // consumed (a lane's head less its tail).
+// It also allocates the pages the pads will reach next (populateAhead),
+// whether or not the stub drains now.
 func (l *lanes) backlog() uint64 {
 	c := l.ctl()
 	var most uint64
 	for i, tail := range l.tails {
-		most = max(most, load64(c, laneHdr(i)+jit.LaneHead)-tail)
+		head := load64(c, laneHdr(i)+jit.LaneHead)
+		l.populateAhead(i, head)
+		most = max(most, head-tail)
 	}
 	return most
 }

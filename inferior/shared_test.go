@@ -1,74 +1,88 @@
 package inferior
 
 import (
+	"bufio"
+	"bytes"
 	"fmt"
 	"os"
-	"runtime"
-	"sync/atomic"
+	"strconv"
+	"strings"
 	"testing"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
-// TestTiedWordMarksThreadDeath: a word tied to a thread holds its id
-// while it lives, and the kernel marks it when the thread ends (here a
-// goroutine locked to its thread returns, so Go ends the thread; a killed
-// stub ends all its threads the same way).
-func TestTiedWordMarksThreadDeath(t *testing.T) {
-	page, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
+// mappingRss returns the resident kilobytes of the process's mapping
+// that starts at addr (from /proc/PID/smaps).
+func mappingRss(t *testing.T, pid int, addr uint64) int {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/smaps", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer unix.Munmap(page)
-	word := (*uint32)(unsafe.Pointer(&page[64]))
-	tid := make(chan int)
-	keep := make(chan *robustList, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
-		for unix.Gettid() == unix.Getpid() {
-			// The main thread never ends (Go wedges it instead): take
-			// another one.
-			done := make(chan struct{})
-			go func() {
-				runtime.LockOSThread()
-				if unix.Gettid() != unix.Getpid() {
-					rl, err := tieWordToThread(word)
-					if err != nil {
-						t.Error(err)
-					}
-					keep <- rl
-					tid <- unix.Gettid()
-				}
-				close(done)
-			}()
-			<-done
-			return
+	defer f.Close()
+	in := false
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if start, _, ok := strings.Cut(line, "-"); ok && !strings.Contains(start, " ") {
+			a, err := strconv.ParseUint(start, 16, 64)
+			in = err == nil && a == addr
+			continue
 		}
-		rl, err := tieWordToThread(word)
-		if err != nil {
-			t.Error(err)
+		if rest, ok := strings.CutPrefix(line, "Rss:"); ok && in {
+			kb, _ := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
+			return kb
 		}
-		keep <- rl
-		tid <- unix.Gettid()
-	}()
-	id := <-tid
-	<-keep
-	// The thread ends shortly after the goroutine returns.
-	for i := 0; i < 1000; i++ {
-		v := atomic.LoadUint32(word)
-		if v&FutexTIDMask == 0 {
-			if v != FutexOwnerDied {
-				t.Fatalf("word %#x after the thread ended, want %#x", v, FutexOwnerDied)
-			}
-			return
-		}
-		if int(v&FutexTIDMask) != id {
-			t.Fatalf("word holds %d, want the thread id %d", v&FutexTIDMask, id)
-		}
-		runtime.Gosched()
-		unix.Nanosleep(&unix.Timespec{Nsec: 1e6}, nil)
 	}
-	_, statErr := os.Stat(fmt.Sprintf("/proc/self/task/%d", id))
-	t.Fatalf("word %#x still names thread %d 1 s after it ended (task dir: %v)", atomic.LoadUint32(word), id, statErr)
+	t.Fatalf("no mapping at %#x", addr)
+	return 0
+}
+
+func TestSharedMemory(t *testing.T) {
+	p := launch(t, "bp")
+	runToMain(t, p)
+	before, _ := p.Registers(p.Pid())
+	const size = 1 << 20
+	m, err := p.MapShared(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The stub's writes are the process's memory and the other way round.
+	copy(m.Data[100:], "from the stub")
+	got := make([]byte, 13)
+	if _, err := p.ReadMemory(m.Addr+100, got); err != nil || string(got) != "from the stub" {
+		t.Fatalf("process reads %q, %v", got, err)
+	}
+	if err := p.WriteMemory(m.Addr+size-8, []byte("process!")); err != nil {
+		t.Fatal(err)
+	}
+	if string(m.Data[size-8:]) != "process!" {
+		t.Errorf("stub sees %q", m.Data[size-8:])
+	}
+
+	// Populate maps the pages in the process: they become resident there.
+	rss0 := mappingRss(t, p.Pid(), m.Addr)
+	if err := p.Populate(m, 256<<10, 512<<10); err != nil {
+		t.Fatal(err)
+	}
+	if rss := mappingRss(t, p.Pid(), m.Addr); rss < rss0+512 {
+		t.Errorf("resident %d kB after populating 512 kB (was %d kB)", rss, rss0)
+	}
+	if !bytes.Equal(m.Data[256<<10:768<<10], make([]byte, 512<<10)) {
+		t.Error("populating changed the contents")
+	}
+	for _, c := range []struct{ off, n uint64 }{{size, 1}, {0, size + 1}, {size - 10, 20}} {
+		if err := p.Populate(m, c.off, c.n); err == nil {
+			t.Errorf("Populate(%d, %d) of a %d-byte mapping: no error", c.off, c.n, size)
+		}
+	}
+	if after, _ := p.Registers(p.Pid()); string(after.Data) != string(before.Data) {
+		t.Error("registers changed by the injected system calls")
+	}
+
+	if err := p.Unmap(m); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.ReadMemory(m.Addr+100, got); err == nil {
+		t.Error("the process still maps the memory after Unmap")
+	}
 }

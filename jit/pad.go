@@ -622,6 +622,19 @@ func (b *padBuilder) conditionError() {
 // laneHash is the multiplier of the thread pointer hash (2^64/φ).
 const laneHash = 0x9e3779b97f4a7c15
 
+// LaneSlot returns the owner table entry where a pad's search for the
+// lane of thread pointer fs starts, with lanes owned lanes (a power of
+// two): the hash the pads compute. The search goes on at the next entry
+// (modulo lanes) while an entry holds another thread's pointer; a stub
+// that claims lanes for threads itself (CtlOwners) must put each thread
+// where that search finds it.
+func LaneSlot(fs uint64, lanes int) int {
+	if lanes <= 1 {
+		return 0
+	}
+	return int((fs >> 12) * laneHash >> (64 - bits.TrailingZeros(uint(lanes))))
+}
+
 // lane sets padLane to the thread's lane header and stores the thread
 // pointer in the locals: the lane whose owner entry holds the thread's fs
 // base, claiming a free one (lock cmpxchg) on the thread's first hit; the

@@ -1946,3 +1946,44 @@ func TestPadXSave(t *testing.T) {
 		}
 	}
 }
+
+// A lane the stub claimed for a thread beforehand (LaneSlot, then the
+// next free entry) is the lane the thread's pad writes to, whatever
+// entries other threads hold on the way.
+func TestPadFindsLaneClaimedByStub(t *testing.T) {
+	if !padHaveFSBase() {
+		t.Skip("no rdfsbase on this machine (HWCAP2_FSGSBASE)")
+	}
+	const lanes = 4
+	for others := range lanes + 1 {
+		t.Run(fmt.Sprint("others=", others), func(t *testing.T) {
+			runtime.LockOSThread() // subtests run on goroutines of their own
+			defer runtime.UnlockOSThread()
+			fs := threadFSBase()
+			rig := newPadRig(t, lanes, 1<<14)
+			rig.reset(true)
+			rig.install(t, PadSpec{FSBase: true})
+			// Entries from the thread's slot on belong to other threads.
+			slot := LaneSlot(fs, lanes)
+			for k := range others {
+				*rig.field(CtlOwners + 8*((slot+k)%lanes)) = fs + uint64(k+1)<<20
+			}
+			want := (slot + others) % lanes
+			if others < lanes {
+				*rig.field(CtlOwners + 8*want) = fs
+			} else {
+				want = lanes // every entry taken: the shared lane
+			}
+			st := newTestStack(t)
+			in := padInput(0)
+			var out [18]uint64
+			callSite(rig.site, &in, &out, st.top)
+			for i := range lanes + 1 {
+				head := *rig.laneField(i, LaneHead)
+				if (i == want) != (head != 0) {
+					t.Errorf("lane %d: head %d (want the record in lane %d)", i, head, want)
+				}
+			}
+		})
+	}
+}
