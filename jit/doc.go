@@ -222,7 +222,7 @@
 //	                  (TPPassCount, 0: none), +16 errors (TPErrors)
 //
 // A lane header (LaneHdrSize = 256 bytes) holds +0 head (reservation
-// cursor in bytes, monotonic; pads advance it with lock cmpxchg), +8
+// cursor in bytes, monotonic; pads advance it with cmpxchg), +8
 // dropped (hits dropped because the lane was full; lock add), +16 base
 // (address of the lane's data), +24 size (bytes, a power of two), and, on
 // a cache line of its own, +128 tail (the consumer's cursor, written by
@@ -230,7 +230,8 @@
 // number of lanes threads may own; lane Lanes is shared by the others.
 //
 // What the pad does: lea rsp,[rsp-128] (below the red zone, flags
-// untouched), pushfq, push the 15 other GPRs, build the PadRegs register
+// untouched), the fast exit below, pushfq, push the 15 other GPRs, build
+// the PadRegs register
 // block on the stack (rsp = the thread's rsp at the tracepoint, rip =
 // TPAddr, eflags as at the tracepoint, segment selectors) — only when the
 // record collects registers or an expression reads one (Code.RegsRead);
@@ -245,10 +246,11 @@
 // x87/SSE/AVX state is never changed (with PadSpec.XSaveSize, XSAVE
 // stores it into the record). Then:
 //
-//   - active == 0: the pad leaves at once, having saved only flags and rax
-//     (a fast exit before the full save: after a stop the jumps may stay
-//     until the program stops again); the check is repeated after the
-//     save.
+//   - active == 0: the pad leaves at once, before the full save (after a
+//     stop the jumps may stay until the program stops again): push rcx,
+//     load active into it, jrcxz to pop rcx, lea rsp,[rsp+128], jmp
+//     TailAddr — the flags are never touched. The check is repeated
+//     after the save.
 //   - stubalive & StubTIDMask == 0: lock add stubgone, Skip (the stub is
 //     gone: nothing more runs, no fault-recovering load without the stub
 //     that catches its faults). Otherwise rdtsc gives the record's time.
@@ -270,8 +272,12 @@
 //   - n == P (recorded or dropped): stop = StopPassCount and the
 //     tracepoint index (if still 0), active = 0. Exactly P hits pass, so with any
 //     number of threads at most P records are written.
-//   - Skip: restore the GPRs and flags exactly, lea rsp,[rsp+128], jmp
-//     TailAddr (the relocated copy of the overwritten instructions).
+//   - Skip: restore the GPRs and flags exactly, lea rsp,[rsp+8+128], jmp
+//     TailAddr (the relocated copy of the overwritten instructions). The
+//     flags come back without popfq (microcoded, ~20 cycles): with rax =
+//     saved flags << 8 | OF, add al,0x7f sets OF and sahf sets SF ZF AF
+//     PF CF; DF is set again (std) if it was set (the pad cleared it). No
+//     other flag can change inside a pad.
 //
 // The condition-error path: errors++ (lock add), find the lane, reserve a
 // header-only record (RecHeaderSize bytes; a full lane counts it in
@@ -288,8 +294,13 @@
 // log2 Lanes) (0 for one lane): an entry equal to f is the thread's lane;
 // a free entry is claimed with lock cmpxchg 0 -> f (if another thread
 // wins it the probe goes on); with no entry left the thread uses the
-// shared lane. Pads never release an entry. A thread that owns a lane is
-// its only writer, so its records are in its hit order there.
+// shared lane. Pads never release an entry; the stub may fill the table
+// itself while no thread is in a pad (LaneSlot gives the first slot of
+// the search). A thread that owns a lane is its only writer, so its
+// records are in its hit order there, and it reserves with a cmpxchg
+// without lock: one instruction is atomic for the thread (a signal
+// handler that hits a tracepoint runs between two of them) and no other
+// CPU writes the head. The shared lane's head needs lock cmpxchg.
 //
 // Records start at base + cursor % size, 16-byte aligned, and never wrap
 // around the lane's end. Header (RecHeaderSize = 32 bytes): +0 u32 size
@@ -301,7 +312,7 @@
 // Reservation of R bytes: h = head, off = h & (size-1); need = R, or
 // (size-off)+R when the record does not fit before the end; if h+need-tail
 // > size (a signed compare: with a stale h, read before other threads and the
-// stub moved on, it is negative, and the cmpxchg fails and retries) the lane is full and the hit is dropped; else lock cmpxchg head h
+// stub moved on, it is negative, and the cmpxchg fails and retries) the lane is full and the hit is dropped; else (lock) cmpxchg head h
 // -> h+need, retrying with the head it returns on failure. When need > R
 // the pad writes a committed RecSkip filler (size = size-off, tracepoint
 // index, used 0; only its first 16 bytes are written) at off and puts the
