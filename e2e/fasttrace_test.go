@@ -429,3 +429,36 @@ print $mxcsr`)
 	}
 	mustMatch(t, out, `\$5 = \[ [A-Z ]*IM DM ZM OM UM PM`)
 }
+
+func TestFastTraceUncollectedRegistersUnavailable(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver needs its in-process agent library for ftrace")
+	}
+	// collect $r12 alone: the pad saves no vector state, so the frame's
+	// xmm/ymm registers are unavailable (not zeros), and so are
+	// orig_rax and gs_base, which a pad never sees; the general
+	// registers and fs_base are in the frame.
+	vectors, args, avx := vectorsProgram(t)
+	prints := `
+tfind 0
+print/x $r12
+print $xmm0
+print $orig_rax
+print $gs_base
+print $fs_base != 0
+print $st0`
+	if avx {
+		prints += "\nprint $ymm0"
+	}
+	out, stub := traceSessionFlags(t, []string{"--once", "--debug"}, vectors, args, `
+ftrace *vectors_loaded
+actions
+collect $r12
+end`, "exit", prints)
+	mustPlaceJump(t, stub, 2)
+	mustContain(t, out, "$1 = 0x1122334455667788", "$2 = <unavailable>", "$3 = <unavailable>",
+		"$4 = <unavailable>", "$5 = 1", "$6 = <unavailable>")
+	if avx {
+		mustContain(t, out, "$7 = <unavailable>")
+	}
+}

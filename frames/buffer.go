@@ -65,7 +65,8 @@ type Stats struct {
 // distance to the next frame (see Buffer.recSize).
 type record struct {
 	// bits 0-39: offset of the frame in the arena (< MaxSize);
-	// bits 40-55: tracepoint number; bit 56: fallbackPC is set.
+	// bits 40-55: tracepoint number; bit 56: fallbackPC is set;
+	// bits 57-58: the RegsSource.
 	word       uint64
 	fallbackPC uint64 // from FrameBuilder.SetFallbackPC
 }
@@ -75,11 +76,13 @@ const (
 	recPosMask   = 1<<recPosBits - 1
 	recTPShift   = recPosBits
 	recHasFBFlag = 1 << 56
+	recRegsShift = 57
 )
 
-func (r *record) pos() int          { return int(r.word & recPosMask) }
-func (r *record) tpnum() uint16     { return uint16(r.word >> recTPShift) }
-func (r *record) hasFallback() bool { return r.word&recHasFBFlag != 0 }
+func (r *record) pos() int             { return int(r.word & recPosMask) }
+func (r *record) tpnum() uint16        { return uint16(r.word >> recTPShift) }
+func (r *record) hasFallback() bool    { return r.word&recHasFBFlag != 0 }
+func (r *record) regsFrom() RegsSource { return RegsSource(r.word >> recRegsShift & 3) }
 
 // MaxSize must fit a record's offset field.
 var _ [recPosMask + 1 - MaxSize]struct{}
@@ -338,7 +341,7 @@ func (b *Buffer) commitLocked(f *FrameBuilder) error {
 	if b.count == len(b.recs) {
 		b.growRecsLocked()
 	}
-	word := uint64(pos) | uint64(f.tpnum)<<recTPShift
+	word := uint64(pos) | uint64(f.tpnum)<<recTPShift | uint64(f.regsFrom&3)<<recRegsShift
 	if f.hasFallback {
 		word |= recHasFBFlag
 	}
@@ -620,6 +623,7 @@ func (b *Buffer) frameFromLocked(num int, rec *record, raw []byte) *Frame {
 		TPNum:        int(rec.tpnum()),
 		Raw:          raw,
 		RegBlockSize: b.regSize,
+		RegsFrom:     rec.regsFrom(),
 		fallbackPC:   rec.fallbackPC,
 		hasFallback:  rec.hasFallback(),
 	}

@@ -11,6 +11,7 @@ type FrameBuilder struct {
 	regMismatch bool
 	fallbackPC  uint64
 	hasFallback bool
+	regsFrom    RegsSource
 	spent       bool // committed: Reset makes it usable again
 }
 
@@ -37,6 +38,7 @@ func (f *FrameBuilder) Reset(tpnum int) {
 	f.tpnum = tpnum
 	f.regSize, f.regMismatch = 0, false
 	f.fallbackPC, f.hasFallback = 0, false
+	f.regsFrom = RegsAll
 	f.spent = false
 }
 
@@ -109,6 +111,10 @@ func (f *FrameBuilder) SetFallbackPC(pc uint64) {
 	f.fallbackPC = pc
 	f.hasFallback = true
 }
+
+// SetRegsFrom says which registers the frame's R block holds (RegsAll
+// when not called). It is not part of the frame's bytes.
+func (f *FrameBuilder) SetRegsFrom(s RegsSource) { f.regsFrom = s }
 
 // Size returns the frame's size in bytes, header included: what it will
 // take from the buffer's budget (plus the end-of-buffer marker).

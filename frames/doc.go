@@ -18,6 +18,12 @@
 // gdb's tsave copies qTBuffer bytes verbatim into the tfile and `target tfile`
 // walks them with the same layout, so this is the on-wire format too.
 //
+// Beside its bytes a stored frame keeps its fallback PC and which
+// registers its R block really holds (RegsSource: a jump pad saves no
+// orig_rax, gs_base and, unless asked, no vector state), so that the
+// stub shows the others as unavailable. The layout has no room for
+// either: a tfile loses them (its R blocks read as wholly collected).
+//
 // # Budget
 //
 // A Buffer has a byte budget (default 5 MiB, gdbserver's

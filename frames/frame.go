@@ -26,10 +26,29 @@ type Frame struct {
 	// RegBlockSize is the size of an 'R' block's body. Walking the blocks
 	// of a frame needs it; when it is 0 the walk stops at an 'R' block.
 	RegBlockSize int
+	// RegsFrom says which registers the R block holds (RegsAll unless
+	// its builder said otherwise; tfiles do not keep it).
+	RegsFrom RegsSource
 
 	fallbackPC  uint64
 	hasFallback bool
 }
+
+// RegsSource says which registers of a frame's R block were collected:
+// readers present the others as unavailable rather than as zeros.
+type RegsSource uint8
+
+// Register sources.
+const (
+	// RegsAll: every register of the block (a trap hit reads the
+	// thread's whole register file).
+	RegsAll RegsSource = iota
+	// RegsGeneral: the general registers, rip, eflags, the segment
+	// selectors and fs_base only (a jump pad's register block).
+	RegsGeneral
+	// RegsGeneralVector: RegsGeneral and the x87/SSE/AVX state.
+	RegsGeneralVector
+)
 
 // MemBlock is one 'M' block: Len(Data) bytes collected at Addr.
 type MemBlock struct {

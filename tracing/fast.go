@@ -101,7 +101,7 @@ func (e *Engine) FastHits(recs []FastRecord) {
 			removed = append(removed, e.stopLocked(reasonError, r.TP.Num, r.Err)...)
 			break
 		}
-		rm, _ := e.fastHitLocked(r.TP, r.Regs, r.XSave, r.Blocks)
+		rm, _ := e.fastHitLocked(r.TP, r.Regs, r.XSave, r.Blocks, r.Thread)
 		removed = append(removed, rm...)
 	}
 	e.endBatchLocked()
@@ -210,15 +210,18 @@ func (e *Engine) FastHit(tp *Tracepoint, regs []uint64, blocks []byte) error {
 	for _, v := range regs {
 		le = binary.LittleEndian.AppendUint64(le, v)
 	}
-	removed, err := e.fastHitLocked(tp, le, nil, blocks)
+	removed, err := e.fastHitLocked(tp, le, nil, blocks, 0)
 	inst := e.installer
 	e.mu.Unlock()
 	removeAll(inst, removed)
 	return err
 }
 
-// fastHitLocked stores one fast hit; regs is in FastRecord.Regs's format.
-func (e *Engine) fastHitLocked(tp *Tracepoint, regs, xsave, blocks []byte) ([]*Tracepoint, error) {
+// fastHitLocked stores one fast hit; regs is in FastRecord.Regs's format,
+// fsBase the thread pointer (0: unknown). The frame's register block says
+// what the pad saved (frames.RegsGeneral, with the vector state
+// frames.RegsGeneralVector): FrameRegisters shows the rest unavailable.
+func (e *Engine) fastHitLocked(tp *Tracepoint, regs, xsave, blocks []byte, fsBase uint64) ([]*Tracepoint, error) {
 	if e.inBatch && len(blocks) == 0 && !tp.collectsRegisters() {
 		return e.fastEmptyHitLocked(tp)
 	}
@@ -239,10 +242,19 @@ func (e *Engine) fastHitLocked(tp *Tracepoint, regs, xsave, blocks []byte) ([]*T
 			}
 			copy(block[sl.off:sl.off+sl.size], regs[8*num:8*num+sl.size])
 		}
-		if xsave != nil && e.layout != nil && len(block) == e.layout.Size {
-			tdesc.FillXSave(&tdesc.Regs{Layout: e.layout, Data: block}, xsave)
+		from := frames.RegsGeneral
+		if e.layout != nil && len(block) == e.layout.Size {
+			r := tdesc.Regs{Layout: e.layout, Data: block}
+			if fsBase != 0 {
+				_ = r.SetUint64(tdesc.FSBASE, fsBase)
+			}
+			if xsave != nil {
+				tdesc.FillXSave(&r, xsave)
+				from = frames.RegsGeneralVector
+			}
 		}
 		h.frame.AddRegisters(block)
+		h.frame.SetRegsFrom(from)
 	}
 	if err := addBlocks(h, blocks); err != nil {
 		h.frame = nil

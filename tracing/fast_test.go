@@ -5,6 +5,9 @@ import (
 	"encoding/hex"
 	"strings"
 	"testing"
+
+	"gotpstub/frames"
+	"gotpstub/tdesc"
 )
 
 // syncInstaller is a fakeInstaller whose tracepoints collect elsewhere: the
@@ -135,6 +138,39 @@ func TestFastHitRejectsCorruptBlocks(t *testing.T) {
 		}
 		if !strings.Contains(send(t, e, "qTStatus"), "terror:") {
 			t.Errorf("blocks %x: the run did not stop with terror", blocks)
+		}
+	}
+}
+
+func TestCollectedRegisters(t *testing.T) {
+	layout := tdesc.AMD64Linux(true)
+	regs := layout.NewRegs()
+	withFS := layout.NewRegs()
+	_ = withFS.SetUint64(tdesc.FSBASE, 0x7f00)
+	cases := []struct {
+		from frames.RegsSource
+		num  int
+		regs *tdesc.Regs
+		want bool
+	}{
+		{frames.RegsAll, tdesc.YMM0H, regs, true},
+		{frames.RegsAll, tdesc.ORIGRAX, regs, true},
+		{frames.RegsGeneral, tdesc.RAX, regs, true},
+		{frames.RegsGeneral, tdesc.GS, regs, true},
+		{frames.RegsGeneral, tdesc.ST0, regs, false},
+		{frames.RegsGeneral, tdesc.XMM0, regs, false},
+		{frames.RegsGeneral, tdesc.YMM0H, regs, false},
+		{frames.RegsGeneral, tdesc.FSBASE, regs, false},
+		{frames.RegsGeneral, tdesc.FSBASE, withFS, true},
+		{frames.RegsGeneralVector, tdesc.XMM0 + 15, regs, true},
+		{frames.RegsGeneralVector, tdesc.MXCSR, regs, true},
+		{frames.RegsGeneralVector, tdesc.YMM0H, regs, true},
+		{frames.RegsGeneralVector, tdesc.ORIGRAX, regs, false},
+		{frames.RegsGeneralVector, tdesc.GSBASE, regs, false},
+	}
+	for _, c := range cases {
+		if got := collected(c.from, c.num, c.regs); got != c.want {
+			t.Errorf("collected(%d, register %d) = %v, want %v", c.from, c.num, got, c.want)
 		}
 	}
 }

@@ -134,8 +134,8 @@ func (e *Engine) FrameRegisters() (*tdesc.Regs, bool) {
 	}
 	if block := e.frame.Registers(); block != nil {
 		copy(regs.Data, block)
-		for i := range regs.Valid {
-			regs.Valid[i] = true
+		for i, r := range e.layout.Regs {
+			regs.Valid[i] = collected(e.frame.RegsFrom, r.Num, regs)
 		}
 		return regs, true
 	}
@@ -148,6 +148,24 @@ func (e *Engine) FrameRegisters() (*tdesc.Regs, bool) {
 		regs.Valid[i] = true
 	}
 	return regs, true
+}
+
+// collected reports whether register num of a frame's register block
+// holds a collected value, given what the block holds (from); regs is the
+// block. A jump pad saves the general registers, rip, eflags and the
+// segment selectors, the thread pointer (fs_base) when it could read it,
+// and with XSAVE the x87/SSE/AVX state; never orig_rax or gs_base.
+func collected(from frames.RegsSource, num int, regs *tdesc.Regs) bool {
+	switch {
+	case from == frames.RegsAll || num <= tdesc.GS:
+		return true
+	case num == tdesc.FSBASE:
+		return regs.Uint64(num) != 0
+	case num == tdesc.ORIGRAX || num == tdesc.GSBASE:
+		return false
+	default: // x87, SSE, AVX
+		return from == frames.RegsGeneralVector
+	}
 }
 
 // FrameMemory reads memory in the selected frame: the bytes collected,
