@@ -462,3 +462,52 @@ end`, "exit", prints)
 		mustContain(t, out, "$7 = <unavailable>")
 	}
 }
+
+func TestFastTraceCircularOverwrite(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver needs its in-process agent library for ftrace")
+	}
+	// One thread, 20000 hits collecting total_hits into a 20000-byte
+	// circular buffer: the oldest frames go, the newest stay, in order,
+	// and every hit is accounted for as created.
+	const hits = 20000
+	prog := buildProgram(t, "threads")
+	out, stub := traceSessionFlags(t, []string{"--once", "--debug"}, prog, []string{"1", strconv.Itoa(hits), "500"}, `
+set circular-trace-buffer on
+set trace-buffer-size 20000
+ftrace hit
+actions
+collect total_hits
+end`, "threads_done", `
+tfind start
+print total_hits
+tfind end
+tfind -1
+print total_hits`)
+	mustPlaceJump(t, stub, 2)
+	m := mustMatch(t, out, `Buffer contains (\d+) trace frames \(of (\d+) created total\)`)
+	kept, created := atoi(t, m[1]), atoi(t, m[2])
+	if created+droppedHits(out) != hits || kept >= created || kept < 100 {
+		t.Fatalf("%d frames kept of %d created, %d dropped, for %d hits", kept, created, droppedHits(out), hits)
+	}
+	vals := regexpAll(out, `\$\d+ = (\d+)`)
+	if len(vals) != 2 {
+		t.Fatalf("printed %v", vals)
+	}
+	first, last := atoi(t, vals[0][1]), atoi(t, vals[1][1])
+	// The oldest kept frame is a late hit, the newest the last hit (the
+	// counter before or after that hit's increment, depending on where
+	// gdb puts the tracepoint), and the kept frames are consecutive hits.
+	if last < hits-1 || first < hits-kept-droppedHits(out) || last-first+1 < kept {
+		t.Errorf("oldest kept frame saw %d, newest %d, %d kept", first, last, kept)
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
