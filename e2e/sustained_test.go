@@ -87,6 +87,14 @@ func TestFastTraceInterruptUnderLoad(t *testing.T) {
 		t.Fatalf("the fast tracepoint was not placed; stub output:\n%s", stub.output.String())
 	}
 	time.Sleep(1500 * time.Millisecond) // under load
+	// The stub's own memory stays bounded whatever the hit rate: its
+	// private pages (the shared lanes it maps are the program's trace
+	// memory, counted apart).
+	private, shared := stubMemoryKB(t, stub.cmd.Process.Pid)
+	t.Logf("stub memory under load: %d kB private, %d kB of shared lanes mapped", private, shared)
+	if private > 100<<10 {
+		t.Errorf("stub uses %d kB of private memory under load, want < 100 MB", private)
+	}
 	sent := time.Now()
 	if err := g.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
@@ -110,6 +118,30 @@ func TestFastTraceInterruptUnderLoad(t *testing.T) {
 	if n := framesCollected(t, out); n == 0 {
 		t.Errorf("no frames collected under load")
 	}
+}
+
+// stubMemoryKB returns a process's resident private memory (RssAnon +
+// RssFile) and resident shared memory (RssShmem), in kB.
+func stubMemoryKB(t *testing.T, pid int) (private, shared int) {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 {
+			continue
+		}
+		n, _ := strconv.Atoi(f[1])
+		switch f[0] {
+		case "RssAnon:", "RssFile:":
+			private += n
+		case "RssShmem:":
+			shared += n
+		}
+	}
+	return private, shared
 }
 
 // failingConditionSession runs threads (4 x hits, paced) with gdb's
