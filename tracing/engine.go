@@ -154,6 +154,7 @@ type Engine struct {
 	// fastSlots: register number → place in the register block, for
 	// the registers fast tracepoints deliver (FastHits).
 	fastSlots []regSlot
+	fastSpans []regSpan // fastSlots as copies of consecutive registers
 	// fastFrame is the frame builder FastHits reuses for every hit.
 	fastFrame frames.FrameBuilder
 	numRegs   int

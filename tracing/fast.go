@@ -233,15 +233,7 @@ func (e *Engine) fastHitLocked(tp *Tracepoint, regs, xsave, blocks []byte, fsBas
 	h.frame.SetFallbackPC(tp.Addr)
 	if tp.collectsRegisters() {
 		block := h.regBlock(nil, 0, false)
-		for num, sl := range e.fastSlots {
-			if 8*num+8 > len(regs) {
-				break
-			}
-			if sl.size == 0 || sl.off+sl.size > len(block) {
-				continue
-			}
-			copy(block[sl.off:sl.off+sl.size], regs[8*num:8*num+sl.size])
-		}
+		e.fillFastRegs(block, regs)
 		from := frames.RegsGeneral
 		if e.layout != nil && len(block) == e.layout.Size {
 			r := tdesc.Regs{Layout: e.layout, Data: block}
@@ -288,6 +280,11 @@ func (e *Engine) FastHitError(tp *Tracepoint, what string) {
 // 0: not in the layout, or wider than 8 bytes).
 type regSlot struct{ off, size int }
 
+// regSpan copies n bytes of a fast hit's registers (from src, whole
+// 8-byte slots) to the register block (at dst): consecutive registers
+// of 8 bytes placed one after the other in the layout make one span.
+type regSpan struct{ src, dst, n int }
+
 // buildFastSlots indexes the layout by register number for FastHits.
 func (e *Engine) buildFastSlots() {
 	for _, r := range e.layout.Regs {
@@ -298,6 +295,38 @@ func (e *Engine) buildFastSlots() {
 			e.fastSlots = append(e.fastSlots, regSlot{})
 		}
 		e.fastSlots[r.Num] = regSlot{off: r.Offset, size: r.Size}
+	}
+	e.fastSpans = e.fastSpans[:0]
+	for num, sl := range e.fastSlots {
+		if sl.size == 0 || sl.off+sl.size > e.layout.Size {
+			continue
+		}
+		if k := len(e.fastSpans) - 1; k >= 0 && sl.size == 8 {
+			last := &e.fastSpans[k]
+			if last.n%8 == 0 && last.src+last.n == 8*num && last.dst+last.n == sl.off {
+				last.n += 8
+				continue
+			}
+		}
+		e.fastSpans = append(e.fastSpans, regSpan{src: 8 * num, dst: sl.off, n: sl.size})
+	}
+}
+
+// fillFastRegs copies a fast hit's registers (FastRecord.Regs) into the
+// register block: register n when regs has its 8 bytes, truncated to
+// its size in the layout.
+func (e *Engine) fillFastRegs(block, regs []byte) {
+	for _, sp := range e.fastSpans {
+		n := sp.n
+		if sp.n%8 == 0 {
+			n = min(n, (len(regs)-sp.src)/8*8)
+		} else if sp.src+8 > len(regs) {
+			n = 0
+		}
+		if n <= 0 || sp.dst+n > len(block) {
+			continue
+		}
+		copy(block[sp.dst:sp.dst+n], regs[sp.src:sp.src+n])
 	}
 }
 
