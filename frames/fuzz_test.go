@@ -152,8 +152,17 @@ func FuzzWriteTFileHeader(f *testing.F) {
 		if err != nil {
 			t.Fatalf("status line %q does not parse back: %v", tf.Status, err)
 		}
-		if got := again.statusLine(); got != "status "+tf.Status {
-			t.Fatalf("status line not stable:\n%q\n%q", "status "+tf.Status, got)
+		// gdb's parser, which this one follows, is not stable on every
+		// line (garbage can set a stopping tracepoint that another reason
+		// then keeps, "tp:1;:" gives tfull:1), but once written back the
+		// line must be.
+		once := again.statusLine()
+		twice, err := parseTraceStatus(strings.TrimPrefix(once, "status "))
+		if err != nil {
+			t.Fatalf("status line %q does not parse back: %v", once, err)
+		}
+		if got := twice.statusLine(); got != once {
+			t.Fatalf("status line not stable:\n%q\n%q", once, got)
 		}
 	})
 }
