@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"gotpstub/inferior"
 )
 
 // lineOf returns the 1-based number of the first line of testdata/file
@@ -215,6 +217,9 @@ func TestMemoryReadWrite(t *testing.T) {
 
 func TestWatchpoint(t *testing.T) {
 	stubPath(t)
+	if err := inferior.ProbeDebugRegisters("/bin/true"); err != nil {
+		t.Skipf("skipped: %v", err)
+	}
 	watch := buildProgram(t, "watch")
 	out, _ := debugSession(t, watch, nil,
 		"break main", "continue", "watch watched", "continue", "continue", "continue")

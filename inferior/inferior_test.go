@@ -557,6 +557,7 @@ func TestSignalSuppressed(t *testing.T) {
 }
 
 func TestWatchpoint(t *testing.T) {
+	requireDebugRegisters(t)
 	p := launch(t, "watch")
 	runToMain(t, p)
 	watched := symbol(t, p, "watched")
@@ -585,6 +586,7 @@ func TestWatchpoint(t *testing.T) {
 }
 
 func TestHardwareBreakpoint(t *testing.T) {
+	requireDebugRegisters(t)
 	p := launch(t, "bp")
 	runToMain(t, p)
 	hit := symbol(t, p, "hit")
@@ -1433,6 +1435,7 @@ func TestLaunchFilesEnvDir(t *testing.T) {
 // TestWatchpointInNewThreads: debug registers reach threads created after
 // the watchpoint was set.
 func TestWatchpointInNewThreads(t *testing.T) {
+	requireDebugRegisters(t)
 	p := launch(t, "threads")
 	runToMain(t, p)
 	counter := symbol(t, p, "counter")

@@ -5,6 +5,7 @@
 //	gotpstub [OPTIONS] --attach COMM PID
 //	gotpstub [OPTIONS] --multi COMM
 //	gotpstub explain HEX
+//	gotpstub check [NAME ...]
 //
 // COMM is [HOST]:PORT (TCP; an omitted host means loopback only unless
 // --listen-all is given), "stdio" or "-" (the stub's stdin/stdout), or a
@@ -32,6 +33,7 @@ const usage = `Usage:	gotpstub [OPTIONS] COMM PROG [ARGS ...]
 	gotpstub [OPTIONS] --attach COMM PID
 	gotpstub [OPTIONS] --multi COMM
 	gotpstub explain HEX
+	gotpstub check [NAME ...]
 
 COMM may be HOST:PORT to listen for a TCP connection (":PORT" listens on
 the loopback interface only, unless --listen-all is given), '-' or 'stdio'
@@ -85,6 +87,11 @@ Subcommands:
 
   explain HEX           Show an agent expression (as GDB sends it in QTDP),
                         its optimised form and the generated machine code.
+  check [NAME ...]      Check what this machine gives the stub (all checks,
+                        or the named ones): debug-registers (hardware
+                        breakpoints and watchpoints trap; some virtual
+                        machines' do not), fsgsbase. Exit status 1 when
+                        one fails.
 `
 
 type options struct {
@@ -183,6 +190,9 @@ func main() {
 func run(args []string) int {
 	if len(args) > 0 && args[0] == "explain" {
 		return explain(args[1:])
+	}
+	if len(args) > 0 && args[0] == "check" {
+		return check(args[1:])
 	}
 	for _, a := range args {
 		switch a {

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"gotpstub/inferior"
 )
 
 func TestParseArgs(t *testing.T) {
@@ -72,5 +74,18 @@ func TestExplain(t *testing.T) {
 	}
 	if err := explainTo(&b, "zz"); err == nil {
 		t.Error("explain accepted bad hex")
+	}
+}
+
+func TestCheck(t *testing.T) {
+	want := 0
+	if inferior.ProbeDebugRegisters("/bin/true") != nil {
+		want = 1
+	}
+	if got := run([]string{"check", "debug-registers"}); got != want {
+		t.Errorf("check debug-registers: status %d, want %d", got, want)
+	}
+	if got := run([]string{"check", "no-such-check"}); got != 2 {
+		t.Errorf("check of an unknown name: status %d, want 2", got)
 	}
 }

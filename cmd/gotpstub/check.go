@@ -1,0 +1,73 @@
+package main
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+
+	"gotpstub/inferior"
+)
+
+// machineCheck is one thing `gotpstub check` looks at.
+type machineCheck struct {
+	name, what string
+	run        func() error
+}
+
+var machineChecks = []machineCheck{
+	{"debug-registers", "hardware breakpoints and watchpoints trap",
+		func() error { return inferior.ProbeDebugRegisters("/bin/true") }},
+	{"fsgsbase", "rdfsbase in user space (per-thread lanes for fast tracepoints)", fsgsbase},
+}
+
+// check runs the machine checks named in args (all without arguments),
+// prints one line each and returns 1 if one failed, 2 for an unknown
+// name.
+func check(args []string) int {
+	todo := machineChecks
+	if len(args) > 0 {
+		todo = nil
+		for _, a := range args {
+			found := false
+			for _, c := range machineChecks {
+				if c.name == a {
+					todo, found = append(todo, c), true
+				}
+			}
+			if !found {
+				fmt.Fprintf(os.Stderr, "gotpstub check: no check %q\n", a)
+				return 2
+			}
+		}
+	}
+	status := 0
+	for _, c := range todo {
+		if err := c.run(); err != nil {
+			fmt.Printf("%s: no: %v\n", c.name, err)
+			status = 1
+			continue
+		}
+		fmt.Printf("%s: yes (%s)\n", c.name, c.what)
+	}
+	return status
+}
+
+// fsgsbase says whether the kernel lets user space use rdfsbase
+// (AT_HWCAP2 has HWCAP2_FSGSBASE).
+func fsgsbase() error {
+	auxv, err := os.ReadFile("/proc/self/auxv")
+	if err != nil {
+		return err
+	}
+	const atHWCap2, hwcap2FSGSBase = 26, 1 << 1
+	for i := 0; i+16 <= len(auxv); i += 16 {
+		if binary.LittleEndian.Uint64(auxv[i:]) == atHWCap2 {
+			if binary.LittleEndian.Uint64(auxv[i+8:])&hwcap2FSGSBase != 0 {
+				return nil
+			}
+			break
+		}
+	}
+	return errors.New("HWCAP2_FSGSBASE not set: every thread shares one lane")
+}
