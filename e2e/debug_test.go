@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -298,24 +299,8 @@ func processState(pid int) (string, error) {
 
 func TestAttachDetach(t *testing.T) {
 	stubPath(t)
-	sleeper := buildProgram(t, "sleeper")
-	cmd := exec.Command(sleeper, "60")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatalf("stdout pipe: %v", err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start sleeper: %v", err)
-	}
+	sleeper, cmd := startSleeper(t, "60")
 	pid := cmd.Process.Pid
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		cmd.Wait()
-	})
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil || !strings.Contains(line, fmt.Sprintf("sleeper pid %d", pid)) {
-		t.Fatalf("sleeper's first line %q, %v", line, err)
-	}
 	time.Sleep(300 * time.Millisecond) // let it tick
 	s := startStub(t, []string{"--once"}, "--attach", strconv.Itoa(pid))
 	out := runGDB(t, gdbSession{program: sleeper, commands: []string{
@@ -474,5 +459,72 @@ func TestForkEvents(t *testing.T) {
 			stub.waitExit(10 * time.Second)
 			mustContain(t, stub.output.String(), tt.programOutput...)
 		})
+	}
+}
+
+// startSleeper runs testdata/sleeper for the attach tests and returns it
+// once it has printed its pid.
+func startSleeper(t *testing.T, seconds string) (string, *exec.Cmd) {
+	t.Helper()
+	sleeper := buildProgram(t, "sleeper")
+	cmd := exec.Command(sleeper, seconds)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatalf("stdout pipe: %v", err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start sleeper: %v", err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || !strings.Contains(line, fmt.Sprintf("sleeper pid %d", cmd.Process.Pid)) {
+		t.Fatalf("sleeper's first line %q, %v", line, err)
+	}
+	return sleeper, cmd
+}
+
+// TestAttachContinueInterruptDetach: after --attach the first stop is
+// reported as signal 0 (T00, like gdbserver), so gdb's continue passes no
+// SIGSTOP: the program runs (its ticks advance), stops on an interrupt,
+// and runs on after detach, never left stopped.
+func TestAttachContinueInterruptDetach(t *testing.T) {
+	requireTools(t)
+	sleeper, cmd := startSleeper(t, "60")
+	pid := cmd.Process.Pid
+	s := startStub(t, []string{"--once"}, "--attach", strconv.Itoa(pid))
+	g := startMI(t, sleeper)
+	g.mustDo("-target-select remote " + s.target())
+	ticks := func() int {
+		t.Helper()
+		res, _ := g.do("-data-evaluate-expression ticks")
+		m := regexp.MustCompile(`value="(\d+)"`).FindStringSubmatch(res)
+		if m == nil {
+			t.Fatalf("ticks: %s", res)
+		}
+		return atoi(t, m[1])
+	}
+	before := ticks()
+	if res, _ := g.do("-exec-continue"); !strings.HasPrefix(res, "^running") {
+		t.Fatalf("continue: %s", res)
+	}
+	time.Sleep(600 * time.Millisecond)
+	if state, _ := processState(pid); state == "T" || state == "t" {
+		t.Fatalf("the program is stopped (state %s) after continue: gdb passed it a SIGSTOP", state)
+	}
+	g.mustDo("-exec-interrupt")
+	stop, ok := g.waitStopped(10 * time.Second)
+	if !ok || !strings.Contains(stop, "SIGINT") {
+		t.Fatalf("interrupt: %q", stop)
+	}
+	if after := ticks(); after < before+3 {
+		t.Errorf("ticks %d before continue, %d after 600 ms of running", before, after)
+	}
+	g.mustDo("detach")
+	time.Sleep(300 * time.Millisecond)
+	if state, err := processState(pid); err != nil || (state != "S" && state != "R") {
+		t.Errorf("sleeper state after detach %q (%v), want S or R", state, err)
 	}
 }

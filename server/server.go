@@ -189,7 +189,11 @@ func (s *Server) setProcess(p *inferior.Process, attached bool) {
 	s.haveStop = true
 	s.lastStop = inferior.StopEvent{Kind: inferior.SignalStop, Tid: p.Pid(), Signal: 5}
 	if attached {
-		s.lastStop.Signal = 19 // attach reports SIGSTOP like gdbserver
+		// gdbserver reports an attached process as stopped with signal 0
+		// (T00): gdb then resumes it with no signal. Reporting the
+		// SIGSTOP of the attach would have gdb pass it back on continue,
+		// stopping the program again.
+		s.lastStop.Signal = 0
 	}
 	s.mu.Unlock()
 	s.gThread, s.cThread = 0, 0
