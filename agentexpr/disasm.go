@@ -36,10 +36,15 @@ func FormatInsn(in Insn) string {
 // Explain returns the disassembly of e followed by the disassembly of its
 // optimised form (or why it could not be validated or optimised), for
 // "gotpstub explain HEX".
-func Explain(e *Expr) string {
+func Explain(e *Expr) string { return ExplainRegs(e, nil) }
+
+// ExplainRegs is Explain naming registers with regName (a register
+// number to its name, "" when unknown; nil: numbers only): "reg 6
+// ($rbp)".
+func ExplainRegs(e *Expr, regName func(int) string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "bytecode (%d bytes, %d instructions):\n", len(e.Code), len(e.Insns))
-	b.WriteString(Disassemble(e))
+	b.WriteString(disassembleRegs(e, regName))
 	if err := Validate(e, Limits{}); err != nil {
 		fmt.Fprintf(&b, "invalid: %v\n", err)
 		return b.String()
@@ -47,6 +52,17 @@ func Explain(e *Expr) string {
 	fmt.Fprintf(&b, "max stack depth %d", e.MaxDepth)
 	if len(e.RegsUsed) > 0 {
 		fmt.Fprintf(&b, ", registers %v", e.RegsUsed)
+		if regName != nil {
+			var names []string
+			for _, r := range e.RegsUsed {
+				if n := regName(r); n != "" {
+					names = append(names, "$"+n)
+				}
+			}
+			if len(names) > 0 {
+				fmt.Fprintf(&b, " (%s)", strings.Join(names, " "))
+			}
+		}
 	}
 	if len(e.TSVsRead) > 0 {
 		fmt.Fprintf(&b, ", reads TSVs %v", e.TSVsRead)
@@ -64,6 +80,21 @@ func Explain(e *Expr) string {
 		return b.String()
 	}
 	fmt.Fprintf(&b, "optimised (%d bytes, %d instructions): %s\n", len(o.Code), len(o.Insns), o.Hex())
-	b.WriteString(Disassemble(o))
+	b.WriteString(disassembleRegs(o, regName))
+	return b.String()
+}
+
+// disassembleRegs is Disassemble with register names after reg's number.
+func disassembleRegs(e *Expr, regName func(int) string) string {
+	var b strings.Builder
+	for _, in := range e.Insns {
+		b.WriteString(FormatInsn(in))
+		if in.Op == OpReg && regName != nil {
+			if n := regName(int(in.Imm)); n != "" {
+				fmt.Fprintf(&b, "  ($%s)", n)
+			}
+		}
+		b.WriteByte('\n')
+	}
 	return b.String()
 }

@@ -406,6 +406,29 @@ func Attach(pid int) (*Process, error) {
 	return p, nil
 }
 
+// AlreadyTracedError says a process could not be attached to because
+// another process traces it.
+type AlreadyTracedError struct{ Tracer int }
+
+func (e AlreadyTracedError) Error() string {
+	return fmt.Sprintf("already traced by process %d", e.Tracer)
+}
+
+// tracerPid returns the TracerPid of /proc/PID/status (0: none or unknown).
+func tracerPid(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
+}
+
 func (p *Process) attach() error {
 	opts := traceOptions
 	p.baseOptions = opts
@@ -415,6 +438,9 @@ func (p *Process) attach() error {
 		tids, err := taskTids(p.pid)
 		if err != nil {
 			p.detachAll()
+			if errors.Is(err, os.ErrNotExist) {
+				err = unix.ESRCH // no /proc/PID: no such process
+			}
 			return fmt.Errorf("attach %d: %w", p.pid, err)
 		}
 		found := false
@@ -426,6 +452,9 @@ func (p *Process) attach() error {
 			if err := unix.PtraceAttach(tid); err != nil {
 				if tid == p.pid {
 					p.detachAll()
+					if tracer := tracerPid(p.pid); err == unix.EPERM && tracer != 0 {
+						err = AlreadyTracedError{Tracer: tracer}
+					}
 					return fmt.Errorf("attach %d: %w", p.pid, err)
 				}
 				continue // the thread exited meanwhile

@@ -881,7 +881,7 @@ func xmlEscape(v string) string {
 const monitorHelp = "The following monitor commands are supported:\n" +
 	"  set debug <0|1>\n    Enable general debugging messages\n" +
 	"  set remote-debug <0|1>\n    Enable remote protocol debugging messages\n" +
-	"  exit\n    Quit GDBserver\n"
+	"  exit\n    Quit gotpstub\n"
 
 func (s *Server) monitor(pkt []byte) []byte {
 	cmdb, err := hex.DecodeString(string(pkt[len("qRcmd,"):]))

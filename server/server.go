@@ -161,7 +161,7 @@ func (s *Server) Launch(argv []string) error {
 		Stdout:           s.cfg.Stdout,
 	})
 	if err != nil {
-		return fmt.Errorf("launching %s: %w", argv[0], err)
+		return err // it names the program
 	}
 	s.program = append([]string(nil), argv...)
 	s.setProcess(p, false)
@@ -173,7 +173,7 @@ func (s *Server) Launch(argv []string) error {
 func (s *Server) Attach(pid int) error {
 	p, err := inferior.Attach(pid)
 	if err != nil {
-		return fmt.Errorf("attaching to %d: %w", pid, err)
+		return err // it names the process
 	}
 	s.setProcess(p, true)
 	s.progressf("Attached; pid = %d\n", pid)

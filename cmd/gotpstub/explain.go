@@ -42,7 +42,14 @@ func explainTo(w io.Writer, hexCode string) error {
 		fmt.Fprintf(w, "bytecode (%d bytes):\n%s\n", len(e.Code), agentexpr.Disassemble(e))
 		return fmt.Errorf("invalid expression: %w", err)
 	}
-	fmt.Fprint(w, agentexpr.Explain(e))
+	fmt.Fprint(w, agentexpr.ExplainRegs(e, func(n int) string {
+		for _, r := range layout.Regs {
+			if r.Num == n {
+				return r.Name
+			}
+		}
+		return ""
+	}))
 	opt, err := agentexpr.Optimize(e)
 	if err != nil {
 		return fmt.Errorf("optimising: %w", err)

@@ -187,6 +187,19 @@ func main() {
 	os.Exit(run(os.Args[1:]))
 }
 
+// rootCause returns the innermost error of err's chain: the cause alone,
+// for messages that already name what failed (gdbserver's "Cannot exec
+// PROG: CAUSE").
+func rootCause(err error) error {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err
+		}
+		err = next
+	}
+}
+
 func run(args []string) int {
 	if len(args) > 0 && args[0] == "explain" {
 		return explain(args[1:])
@@ -261,6 +274,23 @@ func run(args []string) int {
 		os.Exit(1)
 	}()
 
+	// Bind before starting or attaching to the program: a port in use
+	// must not leave a program started (or stopped) for nothing.
+	var ln net.Listener
+	if !stdio {
+		var err error
+		if ln, err = listen(o.comm, o.listenAll); err != nil {
+			if errors.Is(err, syscall.EADDRINUSE) {
+				fmt.Fprintf(os.Stderr, "Can't bind address: Address already in use.\n")
+			} else {
+				fmt.Fprintf(os.Stderr, "Can't open socket: %v.\n", err)
+			}
+			fmt.Fprintf(os.Stderr, "Exiting\n")
+			return 1
+		}
+		defer ln.Close()
+	}
+
 	switch {
 	case o.attach:
 		pid, err := strconv.Atoi(o.rest[0])
@@ -269,12 +299,12 @@ func run(args []string) int {
 			return 1
 		}
 		if err := srv.Attach(pid); err != nil {
-			fmt.Fprintf(os.Stderr, "Cannot attach to process %d: %v\nExiting\n", pid, err)
+			fmt.Fprintf(os.Stderr, "Cannot attach to process %d: %v\nExiting\n", pid, rootCause(err))
 			return 1
 		}
 	case len(o.rest) > 0:
 		if err := srv.Launch(o.rest); err != nil {
-			fmt.Fprintf(os.Stderr, "Cannot exec %s: %v.\nExiting\n", o.rest[0], err)
+			fmt.Fprintf(os.Stderr, "Cannot exec %s: %v.\nExiting\n", o.rest[0], rootCause(err))
 			return 1
 		}
 	}
@@ -287,17 +317,6 @@ func run(args []string) int {
 		}
 		return 0
 	}
-	ln, err := listen(o.comm, o.listenAll)
-	if err != nil {
-		if errors.Is(err, syscall.EADDRINUSE) {
-			fmt.Fprintf(os.Stderr, "Can't bind address: Address already in use.\n")
-		} else {
-			fmt.Fprintf(os.Stderr, "Can't open socket: %v.\n", err)
-		}
-		fmt.Fprintf(os.Stderr, "Exiting\n")
-		return 1
-	}
-	defer ln.Close()
 	for {
 		if a, ok := ln.Addr().(*net.TCPAddr); ok {
 			fmt.Fprintf(os.Stderr, "Listening on port %d\n", a.Port)

@@ -64,7 +64,7 @@ func TestExplain(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, want := range []string{"reg", "less_signed", "machine code (amd64"} {
+	for _, want := range []string{"reg  0  ($rax)", "registers [0] ($rax)", "less_signed", "machine code (amd64"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("explain output lacks %q:\n%s", want, out)
 		}
