@@ -78,7 +78,13 @@
 // only when a pass is due (drainDue): a lane a quarter full, more than a
 // linear trace buffer can still take, a pad's stop, or records 100 ms
 // old; until then it stays off the program's CPUs (a program that keeps
-// every core busy would share them with it). The engine calls Sync before
+// every core busy would share them with it). A linear trace buffer is
+// not left to fill by draining: the pads add up the frame bytes their
+// records will make (jit.LaneSpent), and as soon as that exceeds the
+// room the buffer had when the run started, the drainer switches every
+// pad off, drains, and the run stops with tfull — gdbserver's
+// in-process agent likewise stops when its buffer is full, and the
+// program pays for no hit that could not be kept. The engine calls Sync before
 // every trace packet, at disconnection and when the process ends (the
 // shared memory outlives the process, so nothing collected is lost). New
 // drop counts go to the engine (tstatus' notes) and the --debug log.

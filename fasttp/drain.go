@@ -2,8 +2,10 @@ package fasttp
 
 import (
 	"fmt"
+	"math"
 	"time"
 
+	"gotpstub/frames"
 	"gotpstub/jit"
 	"gotpstub/tracing"
 )
@@ -73,12 +75,31 @@ func (in *Installer) drainDue(since time.Duration) bool {
 	if load64(l.ctl(), jit.CtlStop) != 0 {
 		return true
 	}
+	if in.bufferFilled(l) {
+		return true
+	}
 	backlog := l.backlog()
 	if backlog == 0 {
 		return false
 	}
 	limit := min(l.laneSize/drainShare, uint64(in.engine.RoomBeforeFull()))
 	return backlog >= limit || since >= maxDrainDelay
+}
+
+// bufferFilled reports whether the records in the lanes make more frame
+// bytes than a linear trace buffer takes in this run; the first time, it
+// switches the pads off (the run is over: tfull) and sets fullPending,
+// so that the pads stop within one look at the lanes rather than once
+// the stub has drained enough to find the buffer full.
+func (in *Installer) bufferFilled(l *lanes) bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.runRoom == 0 || in.runFull || l.spent()+frames.EOBMarkerSize <= in.runRoom {
+		return false
+	}
+	in.runFull, in.fullPending = true, true
+	in.setActiveLocked(false)
+	return true
 }
 
 // drainOnce moves every committed record to the engine and reports
@@ -108,6 +129,13 @@ func (in *Installer) drainOnce(async bool) int {
 	in.mu.Unlock()
 	in.engine.FastHits(hits)
 	l.release()
+	in.mu.Lock()
+	full := in.fullPending && !more
+	in.fullPending = in.fullPending && more
+	in.mu.Unlock()
+	if full {
+		in.engine.FastBufferFull()
+	}
 	in.reportStop(why, slot)
 	in.reportDrops(l, lost)
 	in.mu.Lock()
@@ -193,6 +221,10 @@ func (in *Installer) StartRun() {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	in.stats = dropStats{}
+	in.runRoom, in.runFull, in.fullPending = 0, false, false
+	if room := in.engine.RoomBeforeFull(); room < math.MaxInt {
+		in.runRoom = uint64(room)
+	}
 	if in.lanes == nil {
 		return
 	}

@@ -273,3 +273,34 @@ func TestDrainDue(t *testing.T) {
 		})
 	}
 }
+
+// When the lanes' records make more frame bytes than a linear buffer
+// takes in the run, the pads are switched off at once and the run ends
+// with tfull after the drain, however much of it the engine has seen.
+func TestBufferFilledStopsPads(t *testing.T) {
+	r := newDrainRig(t, 64<<10, false, false)
+	c := r.lanes.ctl()
+	store64(c, jit.CtlActive, 1)
+	r.in.runRoom = 1000
+	store64(c, laneHdr(2)+jit.LaneSpent, 500)
+	store64(c, laneHdr(ownedLanes)+jit.LaneSpent, 494) // 994 + 6 bytes of end marker fit
+	if r.in.bufferFilled(r.lanes) || load64(c, jit.CtlActive) != 1 {
+		t.Fatal("pads stopped while the frames still fit")
+	}
+	store64(c, laneHdr(ownedLanes)+jit.LaneSpent, 495)
+	if !r.in.bufferFilled(r.lanes) {
+		t.Fatal("no stop with one byte too many")
+	}
+	if load64(c, jit.CtlActive) != 0 {
+		t.Error("the pads are still active")
+	}
+	r.fill(2, 3, false, 1)
+	r.in.drainOnce(true)
+	reply, _ := r.e.HandlePacket([]byte("qTStatus"))
+	if !strings.Contains(string(reply), "tfull:") || !strings.Contains(string(reply), ";tframes:3;") {
+		t.Errorf("qTStatus %s, want tfull with the 3 drained frames", reply)
+	}
+	if r.in.bufferFilled(r.lanes) {
+		t.Error("a second stop for the same run")
+	}
+}

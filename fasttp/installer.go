@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"gotpstub/agentexpr"
+	"gotpstub/frames"
 	"gotpstub/inferior"
 	"gotpstub/jit"
 	"gotpstub/tdesc"
@@ -77,6 +78,13 @@ type Installer struct {
 	drained []*RingRecord        // drain's buffer, reused
 	hits    []tracing.FastRecord // resolve's buffer, reused
 	stats   dropStats
+	// runRoom is the frame bytes a linear trace buffer takes in this run
+	// (0: circular, unbounded). Once the lanes' records make more
+	// (LaneSpent), the pads are switched off at once and fullPending
+	// set: the run ends with tfull after the last drain.
+	runRoom     uint64
+	runFull     bool // the pads were switched off for it
+	fullPending bool
 
 	// faults maps each pad instruction that may fault (a plain load of
 	// jit.Options.FaultLoads) to its recovery code. Its own lock: the
@@ -393,7 +401,10 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	spec := jit.PadSpec{
 		TPAddr: tp.Addr, Ctl: in.ctl, TPIndex: slot,
 		Cond: cond, Collect: collect, CollectCap: capBytes, CollectRegs: regs,
-		Lanes: ownedLanes, FSBase: in.fsBase,
+		Lanes: ownedLanes, FSBase: in.fsBase, FrameBase: frames.HeaderSize,
+	}
+	if regs {
+		spec.FrameBase += 1 + uint32(in.engine.RegBlockSize())
 	}
 	if xsave {
 		// gdb wants x87/SSE/AVX registers too: the pad XSAVEs them.

@@ -147,6 +147,7 @@ func (l *lanes) reset() {
 		store64(c, h+jit.LaneHead, 0)
 		store64(c, h+jit.LaneTail, 0)
 		store64(c, h+jit.LaneDropped, 0)
+		store64(c, h+jit.LaneSpent, 0)
 		l.tails[i], l.next[i] = 0, 0
 	}
 	// Pages stay allocated: populated stays as it is.
@@ -225,6 +226,17 @@ func (l *lanes) backlog() uint64 {
 		most = max(most, head-tail)
 	}
 	return most
+}
+
+// spent returns the frame bytes the lanes' records make, all lanes
+// together, since the run started (jit.LaneSpent).
+func (l *lanes) spent() uint64 {
+	c := l.ctl()
+	var n uint64
+	for i := range l.tails {
+		n += load64(c, laneHdr(i)+jit.LaneSpent)
+	}
+	return n
 }
 
 // release gives the lanes' space of the last drain's records back to the

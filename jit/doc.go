@@ -224,7 +224,10 @@
 // A lane header (LaneHdrSize = 256 bytes) holds +0 head (reservation
 // cursor in bytes, monotonic; pads advance it with cmpxchg), +8
 // dropped (hits dropped because the lane was full; lock add), +16 base
-// (address of the lane's data), +24 size (bytes, a power of two), and, on
+// (address of the lane's data), +24 size (bytes, a power of two), +32
+// spent (the gdb frame bytes of the lane's committed records,
+// PadSpec.FrameBase + used each, added after the commit: add in a
+// thread's own lane, lock add in the shared one), and, on
 // a cache line of its own, +128 tail (the consumer's cursor, written by
 // the stub only). PadSpec.Lanes (a power of two, at most MaxLanes) is the
 // number of lanes threads may own; lane Lanes is shared by the others.

@@ -46,6 +46,11 @@ const (
 	LaneDropped = 8   // hits dropped because the lane was full (lock add)
 	LaneBase    = 16  // address of the lane's data
 	LaneSize    = 24  // its size in bytes, a power of two
+	// LaneSpent counts the bytes of gdb trace frames the lane's committed
+	// records will make (PadSpec.FrameBase + used each; monotonic): the
+	// stub stops a linear buffer's run when they reach its room, before
+	// it has drained them.
+	LaneSpent = 32
 	LaneTail    = 128 // consumer cursor in bytes (monotonic; the stub only)
 	LaneHdrSize = 256
 )
@@ -152,6 +157,10 @@ type PadSpec struct {
 	// every hit goes to the shared lane and RecThread is 0.
 	FSBase   bool
 	TailAddr uint64 // the relocated instructions; the pad ends with jmp rel32 to it
+	// FrameBase is the size of the gdb trace frame a record makes,
+	// without its collection blocks (header, and the register block when
+	// CollectRegs): each record adds FrameBase + used to LaneSpent.
+	FrameBase uint32
 }
 
 // JumpPad is a built pad. Code is to be placed at PadSpec.Addr; the other
@@ -307,6 +316,9 @@ func checkPadSpec(spec PadSpec) error {
 	}
 	if spec.RecordSize() > math.MaxInt32 {
 		return fmt.Errorf("jit: jump pad: collection capacity %d too large", spec.CollectCap)
+	}
+	if spec.FrameBase > math.MaxInt32/2 {
+		return fmt.Errorf("jit: jump pad: frame base %d too large", spec.FrameBase)
 	}
 	return nil
 }
@@ -492,6 +504,23 @@ func (b *padBuilder) record() {
 	a.store32(at(padRecord, RecUsed), padSizeR)
 	a.movImm(rAX, b.recSize)
 	a.store32(at(padRecord, RecSize), rAX)
+	b.spend()
+}
+
+// spend adds the committed record's frame bytes (FrameBase + used, used
+// in padSizeR) to the lane's LaneSpent: a plain add in the thread's own
+// lane (one writer; one instruction, so a signal handler cannot split
+// it), lock add in the shared lane. Clobbers rax.
+func (b *padBuilder) spend() {
+	a := &b.a
+	a.lea(rAX, at(padSizeR, int32(b.spec.FrameBase)))
+	a.testRR(padShared, padShared)
+	shared := a.jcc8(condNE)
+	a.aluMR(aluAdd, at(padLane, LaneSpent), rAX)
+	done := a.jmp8()
+	a.here8(shared)
+	a.lockAluMR(aluAdd, at(padLane, LaneSpent), rAX)
+	a.here8(done)
 }
 
 // header writes a reserved record's header but its size: tracepoint,

@@ -675,6 +675,7 @@ func TestPadShape(t *testing.T) {
 			}
 			calls, rdtscs, rdfsbases, tails := 0, 0, 0, 0
 			lockedHead, unlockedHead := 0, 0
+			lockedSpent, unlockedSpent := 0, 0
 			for _, in := range body {
 				inst := in.inst
 				switch inst.Op {
@@ -724,6 +725,16 @@ func TestPadShape(t *testing.T) {
 							t.Errorf("offset %d: %s without lock", in.off, syntax(in))
 						}
 					case x86asm.ADD, x86asm.SUB, x86asm.OR, x86asm.AND, x86asm.XOR, x86asm.INC, x86asm.DEC, x86asm.XADD:
+						// LaneSpent: like the head, no LOCK in the
+						// thread's own lane.
+						if inst.Op == x86asm.ADD && mm.Base == x86asm.R14 && mm.Disp == LaneSpent {
+							if hasLock(inst) {
+								lockedSpent++
+							} else {
+								unlockedSpent++
+							}
+							break
+						}
 						if !hasLock(inst) {
 							t.Errorf("offset %d: %s without lock", in.off, syntax(in))
 						}
@@ -735,6 +746,9 @@ func TestPadShape(t *testing.T) {
 			}
 			if lockedHead == 0 || lockedHead != unlockedHead {
 				t.Errorf("lane head reserved by %d locked and %d unlocked cmpxchg", lockedHead, unlockedHead)
+			}
+			if lockedSpent != 1 || unlockedSpent != 1 {
+				t.Errorf("LaneSpent added to by %d locked and %d unlocked adds, want 1 and 1", lockedSpent, unlockedSpent)
 			}
 			if calls != len(exprs) {
 				t.Errorf("%d calls for %d expressions", calls, len(exprs))
@@ -1983,6 +1997,38 @@ func TestPadFindsLaneClaimedByStub(t *testing.T) {
 				if (i == want) != (head != 0) {
 					t.Errorf("lane %d: head %d (want the record in lane %d)", i, head, want)
 				}
+			}
+		})
+	}
+}
+
+// Each committed record adds FrameBase + its blocks' bytes to its lane's
+// LaneSpent; hits the condition rejects add nothing.
+func TestPadLaneSpent(t *testing.T) {
+	for _, fs := range []bool{false, true} {
+		t.Run(fmt.Sprint("fsbase=", fs), func(t *testing.T) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			rig := newPadRig(t, 4, 1<<14)
+			rig.reset(true)
+			// Condition: rdi (GDB register 5) < 3; tracev 1 makes a 13-byte 'V' block.
+			rig.install(t, PadSpec{FSBase: fs, FrameBase: 100, CollectCap: 16,
+				Cond:    compileAX(t, "reg 5; const8 3; less_unsigned; end"),
+				Collect: []*Code{compileAX(t, "tracev 1; end")}})
+			st := newTestStack(t)
+			var out [18]uint64
+			for i := range 5 {
+				in := padInput(0)
+				in[5] = uint64(i) // rdi: hits 0, 1, 2 pass the condition
+				callSite(rig.site, &in, &out, st.top)
+			}
+			var fsb uint64
+			if fs {
+				fsb = threadFSBase()
+			}
+			lane := rig.laneOf(fsb)
+			if got := *rig.laneField(lane, LaneSpent); got != 3*(100+13) {
+				t.Errorf("lane %d spent %d, want %d", lane, got, 3*(100+13))
 			}
 		})
 	}

@@ -448,6 +448,15 @@ func (a *asm) lockCmpxchg(m mem, src gpr) {
 }
 
 // lockAluMI emits LOCK "op qword [m], simm32".
+// aluMR emits "op qword [m], src".
+func (a *asm) aluMR(op aluOp, m mem, src gpr) { a.opMem(true, []byte{byte(op)<<3 | 1}, src, m, false) }
+
+// lockAluMR emits LOCK "op qword [m], src".
+func (a *asm) lockAluMR(op aluOp, m mem, src gpr) {
+	a.byte1(0xf0)
+	a.aluMR(op, m, src)
+}
+
 func (a *asm) lockAluMI(op aluOp, m mem, v int32) {
 	a.byte1(0xf0)
 	a.aluMI(op, m, v)

@@ -136,6 +136,29 @@ func (e *Engine) endBatchLocked() {
 	}
 }
 
+// FastBufferFull stops the run with tfull, if it still runs: the fast
+// tracepoints' records, drained, filled the linear trace buffer (a frame
+// or two may still have fitted: the Installer stops at the first record
+// that might not).
+func (e *Engine) FastBufferFull() {
+	e.mu.Lock()
+	var removed []*Tracepoint
+	if e.running {
+		removed = e.stopLocked(reasonFull, 0, "")
+	}
+	inst := e.installer
+	e.mu.Unlock()
+	removeAll(inst, removed)
+}
+
+// RegBlockSize returns the size of a frame's register block ('R'), the
+// g packet's.
+func (e *Engine) RegBlockSize() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.regBlockSize()
+}
+
 // FastPassCount stops the run because tp reached its passcount in the
 // inferior (the hit that reached it may have been dropped).
 func (e *Engine) FastPassCount(tp *Tracepoint) {
