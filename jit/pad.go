@@ -42,15 +42,15 @@ const MaxLanes = 64
 // dropped; the stub writes base and size once and tail as it consumes,
 // on a cache line of its own.
 const (
-	LaneHead    = 0   // reservation cursor in bytes (monotonic; pads: lock cmpxchg)
-	LaneDropped = 8   // hits dropped because the lane was full (lock add)
-	LaneBase    = 16  // address of the lane's data
-	LaneSize    = 24  // its size in bytes, a power of two
+	LaneHead    = 0  // reservation cursor in bytes (monotonic; pads: lock cmpxchg)
+	LaneDropped = 8  // hits dropped because the lane was full (lock add)
+	LaneBase    = 16 // address of the lane's data
+	LaneSize    = 24 // its size in bytes, a power of two
 	// LaneSpent counts the bytes of gdb trace frames the lane's committed
 	// records will make (PadSpec.FrameBase + used each; monotonic): the
 	// stub stops a linear buffer's run when they reach its room, before
 	// it has drained them.
-	LaneSpent = 32
+	LaneSpent   = 32
 	LaneTail    = 128 // consumer cursor in bytes (monotonic; the stub only)
 	LaneHdrSize = 256
 )
