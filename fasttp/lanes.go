@@ -306,11 +306,6 @@ func hasFSBase(pid int) bool {
 	if err != nil {
 		return false
 	}
-	const atHWCap2, hwcap2FSGSBase = 26, 1 << 1
-	for i := 0; i+16 <= len(auxv); i += 16 {
-		if binary.LittleEndian.Uint64(auxv[i:]) == atHWCap2 {
-			return binary.LittleEndian.Uint64(auxv[i+8:])&hwcap2FSGSBase != 0
-		}
-	}
-	return false
+	v, _ := inferior.AuxvValue(auxv, inferior.AtHWCap2)
+	return v&inferior.HWCap2FSGSBase != 0
 }

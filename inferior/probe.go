@@ -60,17 +60,33 @@ func ProbeDebugRegisters(path string) error {
 	}
 }
 
+// Auxiliary vector keys (AT_*) the stub reads.
+const (
+	AtEntry  = 9  // the program's entry point
+	AtHWCap2 = 26 // more CPU capabilities: HWCap2FSGSBase
+	// HWCap2FSGSBase: user space may use rdfsbase and friends.
+	HWCap2FSGSBase = 1 << 1
+)
+
+// AuxvValue returns the value of key in auxv, an auxiliary vector in the
+// kernel's 64-bit layout (/proc/PID/auxv).
+func AuxvValue(auxv []byte, key uint64) (uint64, bool) {
+	for i := 0; i+16 <= len(auxv); i += 16 {
+		if binary.LittleEndian.Uint64(auxv[i:]) == key {
+			return binary.LittleEndian.Uint64(auxv[i+8:]), true
+		}
+	}
+	return 0, false
+}
+
 // auxvEntry returns the process's AT_ENTRY.
 func auxvEntry(p *Process) (uint64, error) {
 	auxv, err := p.Auxv()
 	if err != nil {
 		return 0, err
 	}
-	const atEntry = 9
-	for i := 0; i+16 <= len(auxv); i += 16 {
-		if binary.LittleEndian.Uint64(auxv[i:]) == atEntry {
-			return binary.LittleEndian.Uint64(auxv[i+8:]), nil
-		}
+	if v, ok := AuxvValue(auxv, AtEntry); ok {
+		return v, nil
 	}
 	return 0, errors.New("no AT_ENTRY in the auxiliary vector")
 }

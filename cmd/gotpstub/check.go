@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -60,14 +59,8 @@ func fsgsbase() error {
 	if err != nil {
 		return err
 	}
-	const atHWCap2, hwcap2FSGSBase = 26, 1 << 1
-	for i := 0; i+16 <= len(auxv); i += 16 {
-		if binary.LittleEndian.Uint64(auxv[i:]) == atHWCap2 {
-			if binary.LittleEndian.Uint64(auxv[i+8:])&hwcap2FSGSBase != 0 {
-				return nil
-			}
-			break
-		}
+	if v, _ := inferior.AuxvValue(auxv, inferior.AtHWCap2); v&inferior.HWCap2FSGSBase != 0 {
+		return nil
 	}
 	return errors.New("HWCAP2_FSGSBASE not set: every thread shares one lane")
 }
