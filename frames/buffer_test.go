@@ -442,3 +442,36 @@ func TestBatchCommitHeaderMatchesBuilder(t *testing.T) {
 		})
 	}
 }
+
+// Reserve grows the arena up front, never past the budget, keeping the
+// frames stored; commits up to the reserved size then allocate nothing.
+func TestReserve(t *testing.T) {
+	b := NewBuffer(1 << 20)
+	var f FrameBuilder
+	f.Reset(1)
+	f.AddMemory(0x1000, []byte("kept"))
+	if err := b.Commit(&f); err != nil {
+		t.Fatal(err)
+	}
+	before := b.snapshot()
+	b.Reserve(256 << 10)
+	if len(b.arena) != 256<<10 {
+		t.Fatalf("arena %d bytes after Reserve(256 KiB)", len(b.arena))
+	}
+	if !bytes.Equal(b.snapshot(), before) {
+		t.Error("Reserve changed the stored frames")
+	}
+	b.Reserve(4 << 20)
+	if len(b.arena) != 1<<20 {
+		t.Errorf("arena %d bytes after Reserve past the 1 MiB budget", len(b.arena))
+	}
+	f.Reset(1)
+	f.AddMemory(0x2000, make([]byte, 100))
+	if allocs := testing.AllocsPerRun(100, func() {
+		f.Reset(1)
+		f.AddMemory(0x2000, make([]byte, 0))
+		_ = b.Commit(&f)
+	}); allocs != 0 {
+		t.Errorf("%v allocations per commit into a reserved arena", allocs)
+	}
+}

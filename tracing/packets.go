@@ -327,6 +327,10 @@ func (e *Engine) qtDV(s string) []byte {
 	return replyOK
 }
 
+// reserveBytes bounds the trace buffer memory QTStart makes ready
+// (frames.Buffer.Reserve); a larger buffer grows as frames arrive.
+const reserveBytes = 64 << 20
+
 // qtStart installs every enabled tracepoint and starts the run.
 func (e *Engine) qtStart() []byte {
 	e.mu.Lock()
@@ -346,6 +350,9 @@ func (e *Engine) qtStart() []byte {
 	if len(want) > 0 && inst == nil {
 		return errorReply(errors.New("QTStart: no way to install tracepoints"))
 	}
+	// The frames' memory is allocated and touched now, while the
+	// program is stopped, not as the first hits arrive.
+	e.buf.Reserve(reserveBytes)
 	if rs, ok := inst.(RunStarter); ok {
 		rs.StartRun()
 	}
