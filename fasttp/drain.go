@@ -257,7 +257,7 @@ func (in *Installer) StartRun() {
 // most maxDrainBatch records; a running program may keep adding, so it
 // stops after the records that were there when it began, roughly).
 func (in *Installer) drainAll() {
-	for range 1 << 10 {
+	for range 1 << 14 {
 		if in.drainOnce(false) < maxDrainBatch {
 			return
 		}
