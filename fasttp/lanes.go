@@ -33,8 +33,10 @@ type lanes struct {
 	// has had the lane's pages allocated (populateAhead).
 	populated []uint64
 	// mapped is, per lane, how many bytes from its start the process has
-	// mapped already (prefault): its writes there take no page fault.
-	mapped  []uint64
+	// mapped already (prefault, mapInProcess): its writes there take no
+	// page fault.
+	mapped []uint64
+	pid    int // the process, for mapInProcess (0: none, unit tests)
 	scratch [][]RingRecord
 	// next is, per lane, the tail after the records of the last drain,
 	// published by release once the engine is done with them.
@@ -102,6 +104,7 @@ func mapLanes(p *inferior.Process, laneSize uint64) (*lanes, error) {
 		return nil, fmt.Errorf("mapping the trace lanes: %w", err)
 	}
 	l := newLanes(mem, laneSize, n)
+	l.pid = p.Pid()
 	c := l.ctl()
 	binary.LittleEndian.PutUint64(c[jit.CtlPid:], uint64(p.Pid()))
 	for i := range n {
@@ -257,7 +260,7 @@ func (l *lanes) release() {
 
 // populateBytes is how far ahead of a lane's head (during its first lap)
 // the stub keeps the lane's pages allocated.
-const populateBytes = 2 << 20
+const populateBytes = 8 << 20
 
 // populateAhead allocates the pages of lane i the writer will reach next
 // (madvise MADV_POPULATE_WRITE on the stub's view): a shared page first
@@ -277,9 +280,43 @@ func (l *lanes) populateAhead(i int, head uint64) {
 	if target <= l.populated[i] {
 		return
 	}
-	from := l.populated[i]
-	_ = unix.Madvise(l.data(i)[from:target], unix.MADV_POPULATE_WRITE) // older kernels: EINVAL, harmless
-	l.populated[i] = target
+	// A step at a time, each mapped in the process as soon as it is
+	// allocated: the writer may be close behind.
+	for from := l.populated[i]; from < target; {
+		to := min(target, from+populateStep)
+		_ = unix.Madvise(l.data(i)[from:to], unix.MADV_POPULATE_WRITE) // older kernels: EINVAL, harmless
+		l.mapInProcess(i, from, to)
+		l.populated[i], from = to, to
+	}
+}
+
+// populateStep is the bytes populateAhead allocates (and maps in the
+// process) at a time.
+const populateStep = 256 << 10
+
+// faultAround is the span one read fault of the process maps when the
+// pages are allocated already (the kernel's fault_around_bytes default).
+const faultAround = 64 << 10
+
+// mapInProcess has the process map lane i's bytes [from, to), allocated
+// already, while it runs: process_vm_readv reads one byte every
+// faultAround bytes, and each read faults in the process's page table
+// (a shared writable mapping gets writable entries) the pages around
+// it. The pads' writes there then take no fault. Only lanes not mapped
+// ahead at tstart need it (threads started since).
+func (l *lanes) mapInProcess(i int, from, to uint64) {
+	if l.pid == 0 || l.mapped[i] >= to {
+		return
+	}
+	from = max(from, l.mapped[i])
+	base := l.mem.Addr + l.dataOff(i)
+	var remote []unix.RemoteIovec
+	for off := from &^ (faultAround - 1); off < to; off += faultAround {
+		remote = append(remote, unix.RemoteIovec{Base: uintptr(base + off), Len: 1})
+	}
+	buf := make([]byte, len(remote))
+	_, _ = unix.ProcessVMReadv(l.pid, []unix.Iovec{{Base: &buf[0], Len: uint64(len(buf))}}, remote, 0)
+	l.mapped[i] = to
 }
 
 // dropped returns the hits the pads dropped: lanes full, no stub.
