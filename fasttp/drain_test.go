@@ -190,7 +190,7 @@ func TestSyncDrainsPastOneBatch(t *testing.T) {
 }
 
 func TestPopulateAhead(t *testing.T) {
-	const laneSize = 8 << 20
+	const laneSize = 32 << 20
 	n := ownedLanes + 1
 	data, err := unix.Mmap(-1, 0, int(ctlBytes+uint64(n)*laneSize), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
 	if err != nil {
