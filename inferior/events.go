@@ -63,13 +63,24 @@ func (p *Process) handleStatus(tid int, ws unix.WaitStatus) {
 		}
 	case ws.Stopped():
 		t.stopped = true
+		p.noteStopKind(t, isEventStop(ws))
 		p.handleStop(t, ws)
 	}
 }
 
+// isEventStop reports whether ws is a PTRACE_EVENT or syscall stop, from
+// which a signal cannot be injected.
+func isEventStop(ws unix.WaitStatus) bool {
+	return ws.TrapCause() > 0 || ws.StopSignal() == unix.SIGTRAP|0x80
+}
+
+// isGone reports whether err says the thread no longer exists.
+func isGone(err error) bool { return errors.Is(err, unix.ESRCH) }
+
 // threadGone forgets an exited thread and its queued events.
 func (p *Process) threadGone(t *thread) {
 	delete(p.threads, t.tid)
+	p.forgetThreadSignals(t.tid)
 	kept := p.pending[:0]
 	for _, ev := range p.pending {
 		if ev.Tid != t.tid {
@@ -111,30 +122,18 @@ func (p *Process) hasPending(tid int) bool {
 
 // resumeThread lets a stopped thread run again as it was last resumed,
 // unless a stop of every thread is in progress or it has an event queued.
+// The next signal due to it is delivered.
 func (p *Process) resumeThread(t *thread) {
 	if p.stopping || !t.stopped || !t.resumed || p.hasPending(t.tid) || p.exitEvent != nil {
 		return
 	}
-	sig := t.takeSignal()
-	if err := p.rawResume(t, t.step, sig); err != nil && sig != 0 {
-		t.sigQueue = append([]int{sig}, t.sigQueue...)
-	}
+	_ = p.resumeDelivering(t)
 }
 
-// takeSignal returns the signal to deliver at t's next real resumption.
-func (t *thread) takeSignal() int {
-	sig := t.sig
-	t.sig = 0
-	if sig == 0 && len(t.sigQueue) > 0 {
-		sig = t.sigQueue[0]
-		t.sigQueue = t.sigQueue[1:]
-	}
-	return sig
-}
-
-// rawResume continues or steps t with sig, writing stale debug registers
-// first.
-func (p *Process) rawResume(t *thread, step bool, sig int) error {
+// rawResume continues or steps t delivering qs (its siginfo written back
+// first; see prepareSignal), writing stale debug registers first. A
+// signal it fails to deliver is queued again for the thread.
+func (p *Process) rawResume(t *thread, step bool, qs queuedSignal) error {
 	p.updateOptions(t)
 	if t.drGen != p.drGen {
 		if err := p.writeDebugRegs(t); err == nil {
@@ -144,6 +143,7 @@ func (p *Process) rawResume(t *thread, step bool, sig int) error {
 	t.interrupted, t.rehit = false, false
 	// It moves: a later step-over needs a new reported stop or hook.
 	t.stopPC, t.hookedAt = 0, 0
+	sig := p.prepareSignal(t, qs)
 	var err error
 	if step {
 		err = ptraceStep(t.tid, sig)
@@ -151,6 +151,9 @@ func (p *Process) rawResume(t *thread, step bool, sig int) error {
 		err = ptraceCont(t.tid, sig)
 	}
 	if err != nil {
+		if sig != 0 {
+			p.requeueSignal(t, qs)
+		}
 		if errors.Is(err, unix.ESRCH) {
 			// Gone (being killed): its exit status will come.
 			t.stopped = false
@@ -198,7 +201,10 @@ func (p *Process) handleStop(t *thread, ws unix.WaitStatus) {
 		}
 		p.resumeThread(t)
 	default:
-		p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(sig)})
+		if p.passSignal(t, int(sig)) {
+			return
+		}
+		p.queueSignalStop(t, int(sig))
 	}
 }
 
@@ -264,7 +270,15 @@ func (p *Process) onExec(t *thread) {
 		}
 	}
 	p.pending = nil
-	t.sigstopExpected, t.sigQueue, t.hookedAt, t.zombie = false, nil, 0, false
+	t.sigstopExpected, t.hookedAt, t.zombie = false, 0, false
+	// Signals the kernel had handed over survive the exec, as pending
+	// signals do; the other threads' are gone with them.
+	ts := p.lookupTsigs(t.tid)
+	p.sigs().threads = map[int]*threadSignals{}
+	if ts != nil {
+		ts.event, ts.gdbInfo, ts.eventStop = queuedSignal{}, nil, false
+		p.sigs().threads[t.tid] = ts
+	}
 	p.swbps = map[uint64]*swBreakpoint{}
 	p.patches = map[uint64]*codePatch{}
 	p.debugRegs = debugRegisters{} // the kernel flushes them on exec
@@ -421,7 +435,7 @@ func (p *Process) resumeAfterHooks() {
 		if pc, err := getPC(t.tid); err != nil || pc != addr || bp == nil || !bp.inserted {
 			continue
 		}
-		if err := p.stepOverBreakpoint(t, bp, 0); err != nil {
+		if err := p.stepOverBreakpoint(t, bp, queuedSignal{}); err != nil {
 			continue
 		}
 		if t.step && p.threads[tid] == t && !p.hasPending(tid) {
@@ -579,6 +593,7 @@ func (p *Process) serviceWaiter() {
 				t.resumed = false
 			}
 			p.recordReportedStopPC(ev)
+			p.noteReported(ev)
 			p.consumeInterrupt()
 		}
 	}
@@ -705,6 +720,7 @@ func (p *Process) resume(actions []Action) error {
 			}
 			if !a.Stop && !t.zombie {
 				t.resumed, t.step, t.sig = true, a.Step, a.Signal
+				p.noteResumeSignal(t)
 				toRun = append(toRun, t)
 			}
 			break
@@ -734,8 +750,15 @@ func (p *Process) resume(actions []Action) error {
 			// then the breakpoint is to be hit, as with gdbserver.
 			continue
 		}
-		sig := t.takeSignal()
-		if err := p.stepOverBreakpoint(t, bp, sig); err != nil {
+		// gdb's signal goes with the step over, unless older signals
+		// are queued for the thread: they all wait for the real
+		// resumption below (delivered during the step, their handler
+		// would return onto the breakpoint and hit it a second time).
+		var qs queuedSignal
+		if !p.signalsQueued(t) {
+			qs = p.takeGDBSignal(t)
+		}
+		if err := p.stepOverBreakpoint(t, bp, qs); err != nil {
 			if errors.Is(err, ErrNoThread) || errors.Is(err, unix.ESRCH) {
 				continue // it died: Wait reports what happened
 			}
@@ -757,9 +780,8 @@ func (p *Process) resume(actions []Action) error {
 		if p.threads[t.tid] != t || !t.stopped {
 			continue
 		}
-		sig := t.takeSignal()
-		if err := p.rawResume(t, t.step, sig); err != nil {
-			if errors.Is(err, unix.ESRCH) {
+		if err := p.resumeDelivering(t); err != nil {
+			if isGone(err) {
 				continue
 			}
 			return fmt.Errorf("resume: %w", err)
@@ -772,22 +794,19 @@ func (p *Process) resume(actions []Action) error {
 // stay stopped (an event is queued) for their next real resumption.
 func (p *Process) deferSignals(threads []*thread) {
 	for _, t := range threads {
-		if t.sig != 0 {
-			t.sigQueue = append(t.sigQueue, t.sig)
-			t.sig = 0
-		}
+		p.deferGDBSignal(t)
 	}
 }
 
-// stepOverBreakpoint removes bp, single-steps t alone (delivering sig),
+// stepOverBreakpoint removes bp, single-steps t alone (delivering qs),
 // and puts bp back. Any event the step produced other than its own trap
 // is queued.
-func (p *Process) stepOverBreakpoint(t *thread, bp *swBreakpoint, sig int) error {
+func (p *Process) stepOverBreakpoint(t *thread, bp *swBreakpoint, qs queuedSignal) error {
 	if err := p.pokeByte(bp.addr, bp.orig); err != nil {
 		return err
 	}
 	bp.inserted = false
-	_, err := p.stepThread(t, sig)
+	_, err := p.stepThread(t, qs)
 	if cur := p.swbps[bp.addr]; cur == bp && p.exitEvent == nil {
 		if ierr := p.pokeByte(bp.addr, breakpointInsn); ierr == nil {
 			bp.inserted = true
@@ -798,11 +817,13 @@ func (p *Process) stepOverBreakpoint(t *thread, bp *swBreakpoint, sig int) error
 	return err
 }
 
-// stepThread single-steps t alone and waits for the step to finish. It
-// returns true when the step completed; a signal that arrived instead is
-// queued as an event (and false returned); the thread's exit is recorded.
-func (p *Process) stepThread(t *thread, sig int) (bool, error) {
-	if err := p.rawResume(t, true, sig); err != nil {
+// stepThread single-steps t alone (delivering qs) and waits for the step
+// to finish. It returns true when the step completed; a signal that
+// arrived instead is queued as an event (and false returned), unless gdb
+// passes it silently: it is then kept for the thread's next real
+// resumption and the step goes on. The thread's exit is recorded.
+func (p *Process) stepThread(t *thread, qs queuedSignal) (bool, error) {
+	if err := p.rawResume(t, true, qs); err != nil {
 		return false, err
 	}
 	for {
@@ -822,6 +843,7 @@ func (p *Process) stepThread(t *thread, sig int) (bool, error) {
 			continue
 		}
 		t.stopped = true
+		p.noteStopKind(t, isEventStop(ws))
 		s := ws.StopSignal()
 		switch {
 		case s == unix.SIGSTOP && (t.sigstopExpected || p.takeInterrupt(t)):
@@ -876,10 +898,13 @@ func (p *Process) stepThread(t *thread, sig int) (bool, error) {
 			// recovery address: the step is over.
 			return true, nil
 		default:
-			p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(s)})
+			if p.holdSignalWhileStepping(t, int(s)) {
+				break // delivered at the next real resumption
+			}
+			p.queueSignalStop(t, int(s))
 			return false, nil
 		}
-		if err := p.rawResume(t, true, 0); err != nil {
+		if err := p.rawResume(t, true, queuedSignal{}); err != nil {
 			return false, err
 		}
 	}
@@ -1064,15 +1089,17 @@ func (p *Process) detachThreads() error {
 	}
 	p.debugRegs = debugRegisters{}
 	p.drGen++
-	sigs := map[int]int{}
+	sigs := map[int]queuedSignal{}
 	for _, ev := range p.pending {
 		if ev.Kind == SignalStop && ev.Signal != int(unix.SIGSTOP) && ev.Signal != int(unix.SIGTRAP) && ev.Signal != int(unix.SIGINT) {
-			sigs[ev.Tid] = ev.Signal
+			sigs[ev.Tid] = queuedSignal{sig: ev.Signal, info: ev.info}
 		}
 	}
 	for tid, t := range p.threads {
-		if _, ok := sigs[tid]; !ok && len(t.sigQueue) > 0 {
-			sigs[tid] = t.sigQueue[0]
+		if _, ok := sigs[tid]; !ok {
+			if qs := p.firstQueuedSignal(t); qs.sig != 0 {
+				sigs[tid] = qs
+			}
 		}
 	}
 	p.pending = nil
@@ -1086,7 +1113,11 @@ func (p *Process) detachThreads() error {
 			// SIGCONT discards the SIGSTOP still queued.
 			_ = unix.Tgkill(p.pid, tid, unix.SIGCONT)
 		}
-		if err := ptraceDetach(tid, sigs[tid]); err != nil && !errors.Is(err, unix.ESRCH) && firstErr == nil {
+		qs := sigs[tid]
+		if qs.info != nil {
+			_ = setSiginfo(tid, qs.info)
+		}
+		if err := ptraceDetach(tid, qs.sig); err != nil && !errors.Is(err, unix.ESRCH) && firstErr == nil {
 			firstErr = fmt.Errorf("detach thread %d: %w", tid, err)
 		}
 	}

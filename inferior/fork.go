@@ -202,6 +202,7 @@ func (p *Process) FollowForkChild(pid int) error {
 		p.threads = map[int]*thread{pid: {tid: pid, stopped: true, optionsGen: p.optionsGen - 1}}
 		p.orphans = map[int]bool{}
 		p.pending = nil
+		p.sigs().threads = map[int]*threadSignals{}
 		p.stopping = false
 		p.swbps = map[uint64]*swBreakpoint{}
 		p.patches = map[uint64]*codePatch{}

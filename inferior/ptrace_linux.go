@@ -132,9 +132,13 @@ func (p *Process) Siginfo(tid int) ([]byte, error) {
 		if err != nil {
 			return fmt.Errorf("siginfo: %w", err)
 		}
-		si, err := getSiginfo(tid)
-		if err != nil {
-			return fmt.Errorf("siginfo of %d: %w", tid, err)
+		si, ok := p.reportedSiginfo(t)
+		if !ok {
+			// The thread is still in the stop gdb heard of.
+			si, err = getSiginfo(tid)
+			if err != nil {
+				return fmt.Errorf("siginfo of %d: %w", tid, err)
+			}
 		}
 		if t.interrupted {
 			// Interrupt used SIGSTOP and reported SIGINT: show what

@@ -48,7 +48,7 @@ func (p *Process) injectSyscall(t *thread, nr uintptr, args ...uint64) (uint64, 
 	var err error
 	done := false
 	for attempt := 0; attempt < 8 && !done; attempt++ {
-		done, err = p.stepThread(t, 0)
+		done, err = p.stepThread(t, queuedSignal{})
 		if err != nil {
 			restore()
 			return 0, err

@@ -113,14 +113,14 @@ func (s *Stopped) SingleStep() error {
 				return fmt.Errorf("single-step: %w", err)
 			}
 			bp.inserted = false
-			done, err = p.stepThread(t, 0)
+			done, err = p.stepThread(t, queuedSignal{})
 			if p.swbps[bp.addr] == bp && p.exitEvent == nil {
 				if p.pokeByte(bp.addr, breakpointInsn) == nil {
 					bp.inserted = true
 				}
 			}
 		} else {
-			done, err = p.stepThread(t, 0)
+			done, err = p.stepThread(t, queuedSignal{})
 		}
 		if err != nil {
 			return fmt.Errorf("single-step: %w", err)

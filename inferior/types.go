@@ -116,6 +116,10 @@ type StopEvent struct {
 	VFork     bool
 	// VForkDone: the thread's vfork child has exec'd or exited.
 	VForkDone bool
+
+	// info is the siginfo of a signal stop: the signal, passed back by
+	// the caller, is delivered with it (signals.go).
+	info *siginfo
 }
 
 // TrapAction is a trap hook's verdict.

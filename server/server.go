@@ -205,6 +205,7 @@ func (s *Server) setProcess(p *inferior.Process, attached bool) {
 		}
 	}
 	s.trace.SetInstaller(s.traps)
+	p.SetPassSignals(s.passSignals)
 	s.heldBps = nil
 	s.applyForkReporting()
 }

@@ -141,6 +141,34 @@ static void *sleeper(void *arg) {
 	return NULL;
 }
 
+/* sigvalues: two threads call tp_site() 20 times each; the signals tests'
+   trap hook (at tp_nop) sends them SIGUSR1 and SIGRTMIN with sigqueue values. The
+   handler logs each value a thread gets (-1 for a siginfo that is not a
+   sigqueue's), and main prints each thread's log. */
+#define SV_MAX 256
+static __thread int sv_index = -1;
+static int sv_log[2][SV_MAX];
+static volatile int sv_n[2];
+
+static void sv_handler(int sig, siginfo_t *si, void *uc) {
+	int i = sv_index;
+	(void)sig;
+	(void)uc;
+	if (i < 0 || sv_n[i] >= SV_MAX) {
+		return;
+	}
+	sv_log[i][sv_n[i]] = si->si_code == SI_QUEUE ? si->si_value.sival_int : -1;
+	sv_n[i]++;
+}
+
+static void *sv_worker(void *arg) {
+	sv_index = (int)(long)arg;
+	for (int i = 0; i < 20; i++) {
+		tp_site(1);
+	}
+	return NULL;
+}
+
 int main(int argc, char **argv) {
 	const char *mode = argc > 1 ? argv[1] : "exit";
 	if (strcmp(mode, "exit") == 0) {
@@ -278,6 +306,29 @@ int main(int argc, char **argv) {
 		for (;;) {
 			pause();
 		}
+	}
+	if (strcmp(mode, "sigvalues") == 0) {
+		struct sigaction sa;
+		pthread_t t[2];
+		memset(&sa, 0, sizeof sa);
+		sa.sa_sigaction = sv_handler;
+		sa.sa_flags = SA_SIGINFO;
+		sigaction(SIGUSR1, &sa, NULL);
+		sigaction(SIGRTMIN, &sa, NULL);
+		for (long i = 0; i < 2; i++) {
+			pthread_create(&t[i], NULL, sv_worker, (void *)i);
+		}
+		for (int i = 0; i < 2; i++) {
+			pthread_join(t[i], NULL);
+		}
+		for (int i = 0; i < 2; i++) {
+			printf("sv%d:", i);
+			for (int j = 0; j < sv_n[i]; j++) {
+				printf(" %d", sv_log[i][j]);
+			}
+			printf("\n");
+		}
+		return 0;
 	}
 	if (strcmp(mode, "exec") == 0) {
 		execl(argv[0], argv[0], "exit", (char *)NULL);
