@@ -24,8 +24,22 @@
 // reportable event, then stops every other thread (SIGSTOP, swallowed when
 // it arrives) before returning. Events that turn up while stopping the
 // others stay queued and are reported by later Waits, one per call, as
-// gdbserver does; while any event is queued Resume resumes nothing, so the
-// next Wait reports it at once.
+// gdbserver does, but only once gdb resumes their thread: while an event
+// of a thread it resumes is queued, Resume resumes nothing and the next
+// Wait reports it at once; a thread it keeps stopped keeps its event.
+//
+// # Signals gdb passes silently
+//
+// A signal set with SetPassSignals (gdb's QPassSignals: handle nostop
+// noprint pass) is never reported: the thread it stopped is resumed with it
+// at once, alone, from its own signal-delivery-stop, so the kernel keeps
+// the siginfo the sender gave it and no other thread stops. A thread that
+// must stay stopped for now, or that gets the signal during an internal
+// single-step, keeps it with its siginfo and gets it at its next real
+// resumption (PTRACE_SETSIGINFO first). gdb's single-stepped threads,
+// SIGTRAP, SIGSTOP and synchronous faults are always reported. Signals
+// that are reported keep their siginfo too, for when gdb passes them
+// back. The rules are in signals.go.
 //
 // # Breakpoints
 //

@@ -570,7 +570,7 @@ func (p *Process) serviceWaiter() {
 		ev = *p.exitEvent
 	default:
 		p.dropStaleEvents()
-		if len(p.pending) == 0 {
+		if p.reportable() < 0 {
 			if p.anyResumed() {
 				return
 			}
@@ -582,13 +582,14 @@ func (p *Process) serviceWaiter() {
 				break
 			}
 			p.dropStaleEvents()
-			if len(p.pending) == 0 {
+			i := p.reportable()
+			if i < 0 {
 				// Every queued event went stale while stopping: run on.
 				p.resumeAfterHooks()
 				return
 			}
-			ev = p.pending[0]
-			p.pending = p.pending[1:]
+			ev = p.pending[i]
+			p.pending = append(p.pending[:i], p.pending[i+1:]...)
 			for _, t := range p.threads {
 				t.resumed = false
 			}
@@ -600,6 +601,21 @@ func (p *Process) serviceWaiter() {
 	p.runningFlag.Store(false)
 	p.waiter <- waitResult{ev: ev}
 	p.waiter = nil
+}
+
+// reportable returns the index in p.pending of the first event of a
+// thread gdb resumed, or -1. The events of threads gdb keeps stopped wait
+// until it resumes them, as with gdbserver: gdb stepping one thread over
+// a breakpoint (vCont;s:TID) expects to hear of that thread only, and a
+// queued stop of another thread there trips an assertion in gdb
+// (gdb.threads/signal-while-stepping-over-bp-other-thread.exp).
+func (p *Process) reportable() int {
+	for i, ev := range p.pending {
+		if t := p.threads[ev.Tid]; t != nil && t.resumed {
+			return i
+		}
+	}
+	return -1
 }
 
 func (p *Process) anyResumed() bool {
@@ -661,7 +677,8 @@ func (p *Process) dropStaleEvents() {
 // Wait blocks until a resumed thread has a reportable event and returns
 // it with every thread stopped (all-stop). It returns Exited or Killed
 // once the process is gone, and NoResumed when no thread was resumed.
-// Events beyond the first stay queued for later Waits.
+// Events beyond the first stay queued for later Waits (and for the
+// resumption of their thread).
 func (p *Process) Wait() (StopEvent, error) {
 	ch := make(chan waitResult, 1)
 	err := p.do(func() error {
@@ -690,8 +707,10 @@ func (p *Process) Wait() (StopEvent, error) {
 // Resume resumes threads with vCont semantics: each thread takes the
 // first action that names it (Tid -1 names every thread not named
 // earlier); threads no action names stay stopped. A thread sitting on one
-// of our int3s is first stepped over it alone. When events are still
-// queued nothing is resumed and the next Wait reports one at once.
+// of our int3s is first stepped over it alone. When an event of a thread
+// it resumes is still queued nothing is resumed and the next Wait reports
+// one at once; events of threads that stay stopped wait for them to be
+// resumed.
 func (p *Process) Resume(actions []Action) error {
 	return p.do(func() error { return p.resume(actions) })
 }
@@ -731,7 +750,7 @@ func (p *Process) resume(actions []Action) error {
 	}
 	p.runningFlag.Store(true)
 	p.dropStaleEvents()
-	if len(p.pending) > 0 {
+	if p.reportable() >= 0 {
 		p.deferSignals(toRun)
 		return nil
 	}
@@ -772,7 +791,7 @@ func (p *Process) resume(actions []Action) error {
 			return nil
 		}
 	}
-	if len(p.pending) > 0 {
+	if p.reportable() >= 0 {
 		p.deferSignals(toRun)
 		return nil
 	}
