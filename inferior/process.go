@@ -26,6 +26,9 @@ type Process struct {
 	pid      int
 	attached bool
 	layout   *tdesc.Layout
+	// sigState is the signal bookkeeping (signals.go), owned by the
+	// ptrace goroutine; nil until first used.
+	sigState *sigState
 
 	reqs      chan func()
 	quit      chan struct{}
@@ -98,7 +101,6 @@ type thread struct {
 	resumed         bool   // gdb asked it to run and no all-stop has happened since
 	step            bool   // resumed by single-step
 	sig             int    // signal to deliver at the next resumption
-	sigQueue        []int  // signals gdb passed while the thread could not be resumed
 	sigstopExpected bool   // a SIGSTOP we sent (or attach/clone's) is still to arrive
 	zombie          bool   // exited but not reapable yet (a leader with live threads)
 	drGen           int    // debugRegs generation written into the thread

@@ -1,10 +1,7 @@
 package inferior
 
 import (
-	"runtime"
-	"sync"
 	"unsafe"
-	"weak"
 
 	"golang.org/x/sys/unix"
 )
@@ -48,12 +45,6 @@ import (
 // A signal is never injected at a PTRACE_EVENT stop (clone, fork, exec,
 // exit), where the kernel ignores it: it stays queued, and a SIGSTOP of
 // ours provides a signal-delivery-stop to inject it from.
-//
-// The bookkeeping is kept in a table beside Process (sigs, tsigs) rather
-// than in Process and thread: this was written while process.go, where
-// those are defined, was being changed elsewhere. Folding it in is
-// mechanical; thread.sigQueue, which the queue here replaces, is unused
-// since.
 
 // queuedSignal is a signal due to a thread, with the siginfo it arrived
 // with (nil when unknown: the kernel then makes one up if the thread is
@@ -89,21 +80,13 @@ type sigState struct {
 	passed int
 }
 
-// sigStates holds each Process's sigState, by a weak pointer to the
-// Process: an entry goes when its Process is garbage collected.
-var sigStates sync.Map // weak.Pointer[Process] → *sigState
-
 // sigs returns p's signal state, creating it on first use. Only p's
 // ptrace goroutine calls it.
 func (p *Process) sigs() *sigState {
-	key := weak.Make(p)
-	if s, ok := sigStates.Load(key); ok {
-		return s.(*sigState)
+	if p.sigState == nil {
+		p.sigState = &sigState{threads: map[int]*threadSignals{}}
 	}
-	s := &sigState{threads: map[int]*threadSignals{}}
-	sigStates.Store(key, s)
-	runtime.AddCleanup(p, func(k weak.Pointer[Process]) { sigStates.Delete(k) }, key)
-	return s
+	return p.sigState
 }
 
 // tsigs returns thread tid's signal bookkeeping, creating it.
