@@ -274,9 +274,9 @@ type gdbSession struct {
 	keepSysroot bool
 }
 
-// runGDB runs gdb -batch -nx with the session's commands and returns its
-// combined stdout and stderr. It fails the test if gdb hangs.
-func runGDB(t *testing.T, sess gdbSession) string {
+// gdbArgs returns gdb's command line for sess, writing multi-line
+// commands to files in a temp dir.
+func gdbArgs(t *testing.T, sess gdbSession) []string {
 	t.Helper()
 	dir := t.TempDir()
 	args := []string{"-batch", "-nx", "-ex", "set width 0", "-ex", "set height 0",
@@ -298,6 +298,14 @@ func runGDB(t *testing.T, sess gdbSession) string {
 	if sess.program != "" {
 		args = append(args, sess.program)
 	}
+	return args
+}
+
+// runGDB runs gdb -batch -nx with the session's commands and returns its
+// combined stdout and stderr. It fails the test if gdb hangs.
+func runGDB(t *testing.T, sess gdbSession) string {
+	t.Helper()
+	args := gdbArgs(t, sess)
 	ctx, cancel := context.WithTimeout(context.Background(), gdbTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, gdbPath, args...)
@@ -317,6 +325,49 @@ func runGDB(t *testing.T, sess gdbSession) string {
 	}
 	t.Logf("gdb %s\n%s", strings.Join(args, " "), out.String())
 	return out.String()
+}
+
+// gdbProcess is a gdb started in the background (startGDBSession).
+type gdbProcess struct {
+	cmd    *exec.Cmd
+	output *lockedBuffer
+	done   chan struct{} // closed when gdb has exited
+}
+
+// startGDBSession starts a batch gdb with the session's commands and returns
+// at once; the test's cleanup kills it if it is still running.
+func startGDBSession(t *testing.T, sess gdbSession) *gdbProcess {
+	t.Helper()
+	args := gdbArgs(t, sess)
+	g := &gdbProcess{output: &lockedBuffer{}, done: make(chan struct{})}
+	g.cmd = exec.Command(gdbPath, args...)
+	g.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	g.cmd.Stdout = g.output
+	g.cmd.Stderr = g.output
+	if err := g.cmd.Start(); err != nil {
+		t.Fatalf("start gdb: %v", err)
+	}
+	go func() {
+		_ = g.cmd.Wait()
+		close(g.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-g.done:
+		default:
+			syscall.Kill(-g.cmd.Process.Pid, syscall.SIGKILL)
+			<-g.done
+		}
+		t.Logf("gdb %s\n%s", strings.Join(args, " "), g.output.String())
+	})
+	return g
+}
+
+// killHard sends SIGKILL to gdb alone (not its process group) and
+// waits for it to be gone.
+func (g *gdbProcess) killHard() {
+	syscall.Kill(g.cmd.Process.Pid, syscall.SIGKILL)
+	<-g.done
 }
 
 // debugSession starts the stub with --once on prog (and its arguments)

@@ -63,10 +63,11 @@ Other options:
                         directly (no shell globbing or substitution).
   --listen-all          With ":PORT", listen on every interface instead of
                         loopback only.
-  --kill-on-stub-exit   Kill a launched program if the stub itself dies
-                        (PTRACE_O_EXITKILL). By default a program outlives
-                        a crashed or killed stub and runs on (a normal exit
-                        of the stub still kills a program it launched).
+  --kill-on-stub-exit   Have the kernel kill a launched PROG if gotpstub
+                        dies (SIGKILL, crash) before killing or detaching
+                        it (gdbserver's behaviour).  By default PROG is
+                        left running: a watchdog process takes the
+                        breakpoints and tracepoints out of it.
 
 Debug options:
 
@@ -96,11 +97,11 @@ Subcommands:
 
 type options struct {
 	attach, multi, once, listenAll bool
+	killOnStubExit                 bool
 	debug, remoteDebug             bool
 	debugFile                      string
 	wrapper                        []string
 	disableRandomization           bool
-	killOnStubExit                 bool
 	disabled                       []string
 	traceRingSize                  uint64
 	comm                           string

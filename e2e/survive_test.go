@@ -1,0 +1,211 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// survive.c's defaults for these tests: 40 calls of survive_step, 50 ms
+// apart (2 s in all), so that the stub can be killed between two hits.
+const (
+	surviveIterations = 40
+	survivePauseUs    = 50000
+)
+
+// surviveWant is what survive.c writes to its output file when it ran to
+// its normal end with threads threads.
+func surviveWant(threads int) string {
+	sum := 0
+	for i := range surviveIterations {
+		sum += 3*i + 1
+	}
+	return fmt.Sprintf("done threads=%d iterations=%d sum=%d\n", threads, surviveIterations, threads*sum)
+}
+
+// gone reports whether a threadsState says the process is gone (reaped,
+// or a zombie its new parent has not reaped yet).
+func gone(states string) bool { return strings.Trim(states, "Z") == "" }
+
+// threadsState returns the state letters of every thread of pid
+// ("" once the process is gone).
+func threadsState(pid int) string {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, task := range tasks {
+		var tid int
+		fmt.Sscan(task.Name(), &tid)
+		st, err := processState(tid)
+		if err != nil {
+			continue
+		}
+		b.WriteString(st)
+	}
+	return b.String()
+}
+
+// killStubBetweenHits waits until every thread of the inferior pid sleeps
+// (between two calls of the traced function, not in a ptrace stop), then
+// sends SIGKILL to the stub alone.
+func killStubBetweenHits(t *testing.T, stub *stubProcess, pid int) {
+	t.Helper()
+	if !waitFor(10*time.Second, func() bool {
+		st := threadsState(pid)
+		return st != "" && strings.Trim(st, "S") == ""
+	}) {
+		t.Fatalf("the program's threads never all slept: states %q", threadsState(pid))
+	}
+	if err := syscall.Kill(stub.cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill -9 the stub: %v", err)
+	}
+}
+
+// checkSurvived waits for the program pid to write out and to be gone,
+// and checks what it wrote.
+func checkSurvived(t *testing.T, pid int, out, want string) {
+	t.Helper()
+	var got []byte
+	if !waitFor(30*time.Second, func() bool {
+		got, _ = os.ReadFile(out)
+		return strings.HasSuffix(string(got), "\n")
+	}) {
+		t.Fatalf("the program never wrote its result to %s (threads %q: the stub's death killed or stopped it)",
+			out, threadsState(pid))
+	}
+	if string(got) != want {
+		t.Errorf("the program wrote %q, want %q", got, want)
+	}
+	if !waitFor(10*time.Second, func() bool { return gone(threadsState(pid)) }) {
+		t.Errorf("the program is still there after writing its result: threads %q", threadsState(pid))
+	}
+}
+
+// surviveSession launches survive under a stub without --once, connects
+// gdb, runs setup, continues, and kills the stub with SIGKILL while the
+// program runs. It returns the program's pid and the output file.
+func surviveSession(t *testing.T, threads int, setup string) (int, string, *stubProcess, *gdbProcess) {
+	t.Helper()
+	stubPath(t)
+	prog := buildProgram(t, "survive")
+	out := filepath.Join(t.TempDir(), "survive.out")
+	stub := startStub(t, nil, prog, out, fmt.Sprint(surviveIterations), fmt.Sprint(survivePauseUs), fmt.Sprint(threads))
+	pid := stub.inferiorPid()
+	if pid == 0 {
+		t.Fatalf("no inferior pid in the stub's output:\n%s", stub.output.String())
+	}
+	script := strings.Join([]string{
+		"target remote " + stub.target(),
+		"break main",
+		"continue",
+		strings.TrimSpace(setup),
+		"continue",
+	}, "\n")
+	g := startGDBSession(t, gdbSession{program: prog, commands: []string{script}})
+	if !waitFor(20*time.Second, func() bool { return strings.Contains(stub.output.String(), "loop running") }) {
+		t.Fatalf("the program never started its loop; stub output:\n%s\ngdb output:\n%s", stub.output.String(), g.output.String())
+	}
+	// A few hits first.
+	time.Sleep(300 * time.Millisecond)
+	killStubBetweenHits(t, stub, pid)
+	select {
+	case <-g.done:
+	case <-time.After(20 * time.Second):
+		t.Errorf("gdb did not notice the stub's death")
+	}
+	return pid, out, stub, g
+}
+
+// The stub killed with SIGKILL while the program runs: the kernel
+// detaches the program, which runs to its normal end.
+func TestStubKilledProgramRunsOn(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver sets PTRACE_O_EXITKILL: its death kills the program")
+	}
+	for _, threads := range []int{1, 3} {
+		t.Run(fmt.Sprintf("threads=%d", threads), func(t *testing.T) {
+			pid, out, _, _ := surviveSession(t, threads, "delete")
+			checkSurvived(t, pid, out, surviveWant(threads))
+		})
+	}
+}
+
+// With --kill-on-stub-exit the kernel kills the program with the stub.
+func TestKillOnStubExit(t *testing.T) {
+	stub := stubPath(t)
+	if isGdbserver(stub) {
+		t.Skip("gotpstub option")
+	}
+	prog := buildProgram(t, "survive")
+	out := filepath.Join(t.TempDir(), "survive.out")
+	s := startStub(t, []string{"--kill-on-stub-exit"}, prog, out, fmt.Sprint(surviveIterations), fmt.Sprint(survivePauseUs))
+	pid := s.inferiorPid()
+	g := startGDBSession(t, gdbSession{program: prog, commands: []string{"target remote " + s.target(), "continue"}})
+	if !waitFor(20*time.Second, func() bool { return strings.Contains(s.output.String(), "loop running") }) {
+		t.Fatalf("the program never started its loop; gdb output:\n%s", g.output.String())
+	}
+	syscall.Kill(s.cmd.Process.Pid, syscall.SIGKILL)
+	if !waitFor(10*time.Second, func() bool { return gone(threadsState(pid)) }) {
+		t.Fatalf("the program outlived the stub despite --kill-on-stub-exit: threads %q", threadsState(pid))
+	}
+	if b, err := os.ReadFile(out); err == nil {
+		t.Errorf("the program ran to its end: %q", b)
+	}
+}
+
+// gdb killed with SIGKILL during a run with disconnected tracing off: the
+// run stops (tdisconnected) and a gdb that reconnects to the same stub
+// finds every frame collected until then; so does the one after it.
+func TestFramesSurviveGDBKilled(t *testing.T) {
+	for _, cmd := range []string{"trace", "ftrace"} {
+		t.Run(cmd, func(t *testing.T) {
+			stub := stubPath(t)
+			if cmd == "ftrace" && isGdbserver(stub) {
+				t.Skip("gdbserver needs its in-process agent library for ftrace")
+			}
+			prog := buildProgram(t, "survive")
+			out := filepath.Join(t.TempDir(), "survive.out")
+			// 30 s of loop: the program is still running when gdb 2 comes.
+			s := startStub(t, nil, prog, out, "3000", "10000")
+			g1 := startGDBSession(t, gdbSession{program: prog, commands: []string{strings.Join([]string{
+				"target remote " + s.target(),
+				"break main",
+				"continue",
+				"delete",
+				"set disconnected-tracing off",
+				cmd + " survive_step",
+				"actions\ncollect i\nend",
+				"tstart",
+				"continue",
+			}, "\n")}})
+			if !waitFor(20*time.Second, func() bool { return strings.Contains(s.output.String(), "loop running") }) {
+				t.Fatalf("the program never started its loop; gdb 1:\n%s", g1.output.String())
+			}
+			time.Sleep(time.Second) // ~100 hits
+			g1.killHard()
+			after := []string{
+				"tstatus",
+				"tfind start",
+				"print i",
+				"tfind 9",
+				"print i",
+				"tfind none",
+			}
+			for n, last := range []string{"disconnect", "kill"} {
+				o := runGDB(t, gdbSession{program: prog, commands: append(append([]string{"target remote " + s.target()}, after...), last)})
+				mustContain(t, o, "Trace stopped because of disconnection.",
+					"Found trace frame 0, tracepoint 1", "$1 = 0",
+					"Found trace frame 9, tracepoint 1", "$2 = 9")
+				if got := framesCollected(t, o); got < 10 {
+					t.Errorf("gdb %d: %d frames, want at least 10", n+2, got)
+				}
+			}
+		})
+	}
+}
