@@ -103,6 +103,7 @@ func (p *Process) setExited(ev StopEvent) {
 	p.updateTids()
 	p.runningFlag.Store(false)
 	p.gone.Store(true)
+	p.guardMemory()
 }
 
 // queue records a reportable event; the thread stays stopped.
@@ -1099,6 +1100,7 @@ func (p *Process) detachThreads() error {
 			}
 		}
 		delete(p.swbps, addr)
+		p.guardUntrap(addr)
 	}
 	for addr, c := range p.patches {
 		if err := p.writeRaw(addr, c.orig); err != nil && firstErr == nil {

@@ -142,6 +142,7 @@ func (p *Process) writeMemory(addr uint64, data []byte) error {
 	for a, bp := range p.swbps {
 		if bp.inserted && a >= addr && a-addr < n && p.patchAt(a) == nil {
 			bp.orig = data[a-addr]
+			p.guardTrap(a, bp.orig)
 		}
 	}
 	for _, c := range p.patches {
@@ -174,7 +175,10 @@ func (p *Process) insertSoftware(addr uint64, internal bool) error {
 		if _, err := p.readRaw(addr, orig[:]); err != nil {
 			return fmt.Errorf("breakpoint at %#x: %w", addr, err)
 		}
+		// The guard hears of the int3 before it is in memory.
+		p.guardTrap(addr, orig[0])
 		if err := p.pokeByte(addr, breakpointInsn); err != nil {
+			p.guardUntrap(addr)
 			return fmt.Errorf("breakpoint at %#x: %w", addr, err)
 		}
 		bp = &swBreakpoint{addr: addr, orig: orig[0], inserted: true}
@@ -209,9 +213,11 @@ func (p *Process) removeSoftware(addr uint64, internal bool) error {
 			if p.exitEvent != nil {
 				return nil
 			}
+			// The int3 may still be there: the guard keeps it.
 			return fmt.Errorf("removing the breakpoint at %#x: %w", addr, err)
 		}
 	}
+	p.guardUntrap(addr)
 	return nil
 }
 

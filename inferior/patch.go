@@ -92,6 +92,7 @@ func (p *Process) insertPatch(addr uint64, code []byte) error {
 	}
 	for _, bp := range bps {
 		bp.orig = code[bp.addr-addr]
+		p.guardTrap(bp.addr, bp.orig)
 	}
 	p.patches[addr] = c
 	return nil
@@ -127,6 +128,7 @@ func (p *Process) removePatch(addr uint64) error {
 	}
 	for _, bp := range bps {
 		bp.orig = c.orig[bp.addr-addr]
+		p.guardTrap(bp.addr, bp.orig)
 	}
 	delete(p.patches, addr)
 	return nil

@@ -69,6 +69,7 @@ type Process struct {
 	hook                    func(*Stopped) TrapAction
 	trapHooks               []func(*Stopped) (TrapAction, bool) // AddTrapHook's, tried before hook
 	faultHook               FaultHook
+	guard                   Guard // told about every int3 (SetGuard)
 	// Exit hook (SetExitHook): with traceExit every thread should have
 	// PTRACE_O_TRACEEXIT. baseOptions are the options set at launch or
 	// attach; optionsGen is bumped whenever the options change, and a
@@ -392,6 +393,7 @@ func (p *Process) openMem() error {
 		return fmt.Errorf("opening the memory of %d: %w", p.pid, err)
 	}
 	p.memFile = f
+	p.guardMemory()
 	return nil
 }
 

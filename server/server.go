@@ -48,6 +48,9 @@ type Config struct {
 	PacketLog io.Writer
 	// Progress receives the lines gdbserver prints (process created, exit).
 	Progress io.Writer
+	// Guard, when set, hears of every int3 in the debugged process
+	// (package guard's watchdog takes them out if the stub dies).
+	Guard inferior.Guard
 	// Stdin and Stdout, when set, replace the standard input and output
 	// launched programs inherit (gdbserver's stdio mode keeps the
 	// protocol off the program's output this way).
@@ -196,6 +199,9 @@ func (s *Server) setProcess(p *inferior.Process, attached bool) {
 		s.lastStop.Signal = 0
 	}
 	s.mu.Unlock()
+	if s.cfg.Guard != nil {
+		p.SetGuard(s.cfg.Guard)
+	}
 	s.gThread, s.cThread = 0, 0
 	s.xfer = map[string][]byte{}
 	s.traps = fasttp.New(p, s.trace, trapfallback.New(p, s.trace), s.logf)

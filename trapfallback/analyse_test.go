@@ -81,6 +81,17 @@ func TestRelocateKeepsTarget(t *testing.T) {
 		if d.relocated[6] != 0x05 || d.relocated[0] != 0x83 {
 			t.Fatalf("immediate or opcode changed: % x", d.relocated)
 		}
+		// The jump back to the next original instruction follows.
+		if len(d.relocated) != 7+5 || d.relocated[7] != 0xe9 {
+			t.Fatalf("no jmp rel32 after the copy: % x", d.relocated)
+		}
+		back := int64(int32(binary.LittleEndian.Uint32(d.relocated[8:])))
+		if got := int64(scratch) + 12 + back; got != addr+7 {
+			t.Fatalf("scratch %#x: jump back to %#x, want %#x", scratch, got, addr+7)
+		}
+		if len(d.relocated) > slotSize {
+			t.Fatalf("%d bytes do not fit a %d-byte slot", len(d.relocated), slotSize)
+		}
 	}
 	if err := d.relocate(addr + 1<<33); err == nil {
 		t.Fatal("relocation out of rel32 reach must fail")

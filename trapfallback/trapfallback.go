@@ -36,8 +36,9 @@ import (
 // per trapped address, allocated per 1 GiB window of code.
 const scratchSize = 4096
 
-// slotSize holds one relocated instruction (at most 15 bytes).
-const slotSize = 16
+// slotSize holds one relocated instruction (at most 15 bytes) and the
+// 5-byte jump back after it.
+const slotSize = 32
 
 // maxInsnLen is the longest x86-64 instruction.
 const maxInsnLen = 15
@@ -200,11 +201,27 @@ func (in *Installer) slotNear(addr uint64) (uint64, error) {
 	return slot, nil
 }
 
-// hitContext adapts a stopped thread to tracing.HitContext.
-type hitContext struct{ s *inferior.Stopped }
+// hitContext adapts a stopped thread to tracing.HitContext. A non-zero
+// pc is reported as the thread's pc whatever the register holds (the
+// thread waits parked at its displaced copy during the collection).
+type hitContext struct {
+	s  *inferior.Stopped
+	pc uint64
+}
 
-func (h hitContext) Tid() int                                   { return h.s.Tid() }
-func (h hitContext) Registers() (*tdesc.Regs, error)            { return h.s.Registers() }
+func (h hitContext) Tid() int { return h.s.Tid() }
+
+func (h hitContext) Registers() (*tdesc.Regs, error) {
+	regs, err := h.s.Registers()
+	if err != nil || h.pc == 0 {
+		return regs, err
+	}
+	if err := regs.SetUint64(tdesc.RIP, h.pc); err != nil {
+		return nil, err
+	}
+	return regs, nil
+}
+
 func (h hitContext) ReadMemory(a uint64, b []byte) (int, error) { return h.s.ReadMemory(a, b) }
 func (h hitContext) WriteMemory(a uint64, b []byte) error       { return h.s.WriteMemory(a, b) }
 
@@ -226,7 +243,30 @@ func (in *Installer) hook(st *inferior.Stopped) inferior.TrapAction {
 	if s == nil {
 		return inferior.TrapReport // not ours (any more): let gdb see it
 	}
-	ctx := hitContext{st}
+	// Park the thread where it can run on by itself before collecting:
+	// at its displaced copy (which ends with a jump home) or past a
+	// skipped instruction. Should the stub die meanwhile, the kernel
+	// lets the thread go from there, and it executes the instruction the
+	// int3 replaced instead of meeting the int3 again (package guard).
+	// The collection sees the pc at the tracepoint. Not where gdb has a
+	// breakpoint too: the thread stays for gdb's report.
+	parked := false
+	if !st.UserBreakpoint() {
+		var to uint64
+		switch s.insn.kind {
+		case copyAndStep:
+			to = s.insn.scratch
+		case skip:
+			to = s.addr + uint64(s.insn.length)
+		}
+		if to != 0 {
+			regs, err := st.Registers()
+			if err == nil && setPC(st, regs, to) == nil {
+				parked = true
+			}
+		}
+	}
+	ctx := hitContext{s: st, pc: s.addr}
 	// Each tracepoint here may ask for its own number of while-stepping
 	// steps: step as far as the longest asks, collecting for each
 	// tracepoint while its count lasts.
@@ -236,14 +276,18 @@ func (in *Installer) hook(st *inferior.Stopped) inferior.TrapAction {
 		stepsOf[i] = in.engine.Hit(tp, ctx)
 		steps = max(steps, stepsOf[i])
 	}
-	if st.UserBreakpoint() {
+	if st.UserBreakpoint() && !parked {
 		// gdb has a breakpoint here too: it reports, and steps over it
 		// itself when resumed.
 		return inferior.TrapReport
 	}
-	if err := in.stepOver(st, s); err != nil {
+	if err := in.stepOver(st, s, parked); err != nil {
+		if regs, rerr := st.Registers(); rerr == nil {
+			_ = setPC(st, regs, s.addr) // gdb sees the thread at the trap
+		}
 		return inferior.TrapReport
 	}
+	stepCtx := hitContext{s: st} // the real pc from here on
 	for i := 1; i <= steps; i++ {
 		if i > 1 {
 			if err := in.stepOne(st); err != nil {
@@ -252,7 +296,7 @@ func (in *Installer) hook(st *inferior.Stopped) inferior.TrapAction {
 		}
 		for j, tp := range tps {
 			if i <= stepsOf[j] {
-				in.engine.Step(tp, ctx, i)
+				in.engine.Step(tp, stepCtx, i)
 			}
 		}
 	}
@@ -270,14 +314,15 @@ func (in *Installer) stepOne(st *inferior.Stopped) error {
 	s := in.sites[regs.Uint64(tdesc.RIP)] // st.PC() is where the hit was, not where we are
 	in.mu.Unlock()
 	if s != nil {
-		return in.stepOver(st, s)
+		return in.stepOver(st, s, false)
 	}
 	return st.SingleStep()
 }
 
 // stepOver executes the instruction under the trap at s without removing
-// the trap.
-func (in *Installer) stepOver(st *inferior.Stopped, s *site) error {
+// the trap. parked: the hook already moved the thread to the slot (or
+// past a skipped instruction).
+func (in *Installer) stepOver(st *inferior.Stopped, s *site, parked bool) error {
 	regs, err := st.Registers()
 	if err != nil {
 		return err
@@ -286,13 +331,18 @@ func (in *Installer) stepOver(st *inferior.Stopped, s *site) error {
 	next := s.addr + uint64(d.length)
 	switch d.kind {
 	case skip:
+		if parked {
+			return nil
+		}
 		return setPC(st, regs, next)
 	case emulateBranch, emulateSimple:
 		return d.emulate(st, regs)
 	}
 	// copyAndStep: the relocated copy waits in the site's slot.
-	if err := setPC(st, regs, d.scratch); err != nil {
-		return err
+	if !parked {
+		if err := setPC(st, regs, d.scratch); err != nil {
+			return err
+		}
 	}
 	if err := st.SingleStep(); err != nil {
 		return fmt.Errorf("displaced step: %w", err)
@@ -477,19 +527,29 @@ func analyse(addr uint64, code []byte) (displaced, error) {
 }
 
 // relocate prepares the copy that runs at scratch: a rip-relative
-// displacement is re-encoded so it still reaches the same address.
+// displacement is re-encoded so it still reaches the same address, and a
+// jmp rel32 to the next original instruction follows the copy. The stub
+// single-steps the copy only and moves the pc home itself; the jump is for
+// a thread the stub's death (package guard) leaves mid-step, running on
+// untraced: it falls through the copy, or an indirect call returns after
+// it, and jumps home instead of running into the next slot.
 func (d *displaced) relocate(scratch uint64) error {
 	d.scratch = scratch
 	d.relocated = append(d.relocated[:0], d.orig...)
-	if !d.hasPCRel {
-		return nil
+	if d.hasPCRel {
+		old := int64(int32(binary.LittleEndian.Uint32(d.orig[d.pcRelOff:])))
+		target := int64(d.addr) + int64(d.length) + old
+		disp := target - (int64(scratch) + int64(d.length))
+		if disp != int64(int32(disp)) {
+			return fmt.Errorf("%w: rip-relative target %#x out of reach of %#x", ErrUnsupportedInstruction, target, scratch)
+		}
+		binary.LittleEndian.PutUint32(d.relocated[d.pcRelOff:], uint32(int32(disp)))
 	}
-	old := int64(int32(binary.LittleEndian.Uint32(d.orig[d.pcRelOff:])))
-	target := int64(d.addr) + int64(d.length) + old
-	disp := target - (int64(scratch) + int64(d.length))
-	if disp != int64(int32(disp)) {
-		return fmt.Errorf("%w: rip-relative target %#x out of reach of %#x", ErrUnsupportedInstruction, target, scratch)
+	back := int64(d.addr+uint64(d.length)) - (int64(scratch) + int64(d.length) + 5)
+	if back != int64(int32(back)) {
+		return fmt.Errorf("displaced-step slot %#x out of reach of %#x", scratch, d.addr)
 	}
-	binary.LittleEndian.PutUint32(d.relocated[d.pcRelOff:], uint32(int32(disp)))
+	d.relocated = append(d.relocated, 0xe9)
+	d.relocated = binary.LittleEndian.AppendUint32(d.relocated, uint32(int32(back)))
 	return nil
 }

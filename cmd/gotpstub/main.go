@@ -24,6 +24,7 @@ import (
 	"syscall"
 
 	"gotpstub/fasttp"
+	"gotpstub/guard"
 	"gotpstub/server"
 )
 
@@ -208,6 +209,9 @@ func run(args []string) int {
 	if len(args) > 0 && args[0] == "check" {
 		return check(args[1:])
 	}
+	if len(args) > 0 && args[0] == guard.WatchdogArg {
+		return guard.Serve(os.NewFile(3, "watchdog socket"), os.Stderr)
+	}
 	for _, a := range args {
 		switch a {
 		case "--help":
@@ -263,6 +267,21 @@ func run(args []string) int {
 		}
 		cfg.Stdin, cfg.Stdout = devnull, os.Stderr
 	}
+	var watchdog *guard.Client
+	if !o.killOnStubExit {
+		// Should the stub die, the watchdog takes its int3s out of
+		// the program, which runs on (package guard).
+		w, err := guard.StartSelf(os.Stderr, func(format string, args ...any) {
+			fmt.Fprintf(os.Stderr, "gotpstub: "+format+"\n", args...)
+		})
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "gotpstub: %v (a death of the stub would leave breakpoints in the program)\n", err)
+		} else {
+			watchdog = w
+			cfg.Guard = w
+			defer w.Close() // after srv.Shutdown: deferred calls run last first
+		}
+	}
 	srv := server.New(cfg)
 	// Ctrl-C on the stub's terminal belongs to the program (they share
 	// it), as with gdbserver: the stub itself ignores it.
@@ -272,6 +291,9 @@ func run(args []string) int {
 	go func() {
 		<-sigs
 		srv.Shutdown()
+		if watchdog != nil {
+			watchdog.Close()
+		}
 		os.Exit(1)
 	}()
 

@@ -1,0 +1,513 @@
+// Package guard keeps a debugged program alive when the stub dies.
+//
+// When a tracer dies (SIGKILL, a crash) the kernel detaches its tracees
+// and they run on, but every int3 the stub left in their code (gdb's
+// breakpoints, trap tracepoints) is now fatal: the next thread to execute
+// one gets a SIGTRAP nobody answers and the program dies with a core dump.
+// The stub therefore starts a watchdog, a second copy of its own binary
+// (/proc/self/exe with the hidden first argument WatchdogArg) in a session
+// of its own, holding one end of a socket pair. The stub tells it, in
+// order, about every int3 it writes or removes and hands it the process's
+// /proc/PID/mem file (opened by the stub, the tracer, so that the
+// watchdog's writes need no ptrace permission of their own) with the tid
+// of the stub's ptrace thread. The kernel detaches the tracees when that
+// thread exits; the watchdog watches it through a thread pidfd (Linux 6.9)
+// and, when it exits with the process still registered (or, without
+// thread pidfds, when the socket ends without the stub's goodbye), writes
+// the saved byte back wherever an int3 of the table still is, then sends
+// SIGCONT to the program if it finds it stopped (a SIGSTOP the stub had
+// sent, or the one the kernel queues for a new thread, is delivered once
+// nobody traces the thread, and would stop the whole program for good).
+// The watchdog's waiting thread runs SCHED_FIFO when permitted (else at
+// nice -20) so that it wins the race below when the machine is loaded.
+//
+// What cannot be saved, and why (the kernel decides, not the watchdog;
+// observed on Linux 6.18 by freezing the stub with SIGSTOP while a
+// program hit a trap tracepoint in a tight loop, then killing it):
+//
+//   - A thread that sits in the stop of a trap tracepoint's int3 when the
+//     stub dies, before the stub handled the stop: the kernel lets it go
+//     without the SIGTRAP it stopped with, from where it stopped, the byte
+//     after the int3, in the middle of the original instruction. What
+//     those bytes decode to runs: a crash, or silently wrong results. Once
+//     the stub handles the hit the thread waits parked at the displaced
+//     copy of the instruction, which ends with a jump home (package
+//     trapfallback): a death then is harmless.
+//   - A thread the stub is single-stepping through that copy: its trap
+//     flag stays set after the detach, and the next instruction's
+//     debug trap kills the program with SIGTRAP.
+//   - A thread that reaches an int3 between the detach and the
+//     watchdog's write: the pidfd is signalled in the same kernel function
+//     that detaches, and the watchdog's write follows within
+//     microseconds on an idle machine, but a thread in a tight loop meets
+//     the int3 first. The socket's end of file, the fallback, comes only
+//     when every thread of the stub is gone: under load, tens of
+//     milliseconds after the detach.
+//
+// So a program hitting a trap tracepoint in a tight loop usually dies
+// with the stub (its thread is in a stop most of the time); one whose hits
+// are milliseconds apart usually survives. Fast tracepoints' pads do not
+// stop the thread (the other part of issue 14).
+//   - If the program is stopped (group stop) at the instant the stub, its
+//     parent, exits, its process group becomes orphaned with a stopped
+//     member and the kernel sends it SIGHUP and SIGCONT: a program that
+//     does not handle SIGHUP dies of it. The watchdog's own SIGCONT comes
+//     too late for that case.
+//   - The bytes of fast tracepoints' jumps stay: their pads run without
+//     the stub. Fork children the stub holds for gdb are not covered.
+package guard
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// WatchdogArg is the first argument that makes the stub's binary run as
+// the watchdog (Serve) on file descriptor 3.
+const WatchdogArg = "__gotpstub-watchdog"
+
+// Message kinds on the socket (one SOCK_SEQPACKET message each).
+const (
+	msgMemory = 'P' // pid u32, ptrace thread's tid u32, the memory file as SCM_RIGHTS (pid 0: no process)
+	msgTrap   = 'T' // addr u64, orig byte
+	msgUntrap = 'U' // addr u64
+	msgQuit   = 'Q' // orderly end: exit without touching anything
+)
+
+const msgLen = 1 + 8 + 1
+
+// int3 is the byte the stub writes for a software breakpoint.
+const int3 = 0xcc
+
+// Client is the stub's end: it implements inferior.Guard. Its methods
+// never fail; once the watchdog is unreachable they do nothing (the first
+// failure is logged).
+type Client struct {
+	mu     sync.Mutex
+	sock   int // our end of the socket pair, -1 once closed
+	cmd    *exec.Cmd
+	broken bool
+	logf   func(format string, args ...any)
+}
+
+// Start starts the watchdog: exe (normally /proc/self/exe) run with
+// WatchdogArg, its standard error going to stderr. logf receives the
+// first send failure (nil: discarded).
+func Start(exe string, stderr io.Writer, logf func(string, ...any)) (*Client, error) {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("watchdog: socketpair: %w", err)
+	}
+	theirs := os.NewFile(uintptr(fds[1]), "watchdog socket")
+	cmd := exec.Command(exe, WatchdogArg)
+	cmd.ExtraFiles = []*os.File{theirs}
+	cmd.Stderr = stderr
+	// A session of its own: neither the stub's process group being
+	// killed nor its terminal hanging up reaches the watchdog, which
+	// exits by itself once the socket closes.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		unix.Close(fds[0])
+		theirs.Close()
+		return nil, fmt.Errorf("watchdog: starting %s: %w", exe, err)
+	}
+	theirs.Close()
+	return &Client{sock: fds[0], cmd: cmd, logf: logf}, nil
+}
+
+// send sends one message, with fd passed along when it is ≥ 0.
+func (c *Client) send(kind byte, v uint64, b byte, fd int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.sock < 0 || c.broken {
+		return
+	}
+	var msg [msgLen]byte
+	msg[0] = kind
+	binary.LittleEndian.PutUint64(msg[1:], v)
+	msg[9] = b
+	var oob []byte
+	if fd >= 0 {
+		oob = unix.UnixRights(fd)
+	}
+	for {
+		err := unix.Sendmsg(c.sock, msg[:], oob, nil, unix.MSG_NOSIGNAL)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			c.broken = true
+			c.logf("watchdog unreachable (%v): a death of the stub would leave breakpoints in the program", err)
+		}
+		return
+	}
+}
+
+// Memory implements inferior.Guard: the process (pid 0: none) and its
+// memory file. The watchdog forgets the int3s of the previous one.
+func (c *Client) Memory(pid int, mem *os.File) {
+	fd := -1
+	v := uint64(0)
+	if pid > 0 && mem != nil {
+		fd = int(mem.Fd())
+		// Called on the ptrace thread (inferior.Guard): the watchdog
+		// watches it, since its exit detaches the program.
+		v = uint64(uint32(pid)) | uint64(uint32(unix.Gettid()))<<32
+	}
+	c.send(msgMemory, v, 0, fd)
+}
+
+// Trap implements inferior.Guard: an int3 is about to be written at addr
+// over orig (or the byte saved under it changed).
+func (c *Client) Trap(addr uint64, orig byte) { c.send(msgTrap, addr, orig, -1) }
+
+// Untrap implements inferior.Guard: addr holds its own byte again.
+func (c *Client) Untrap(addr uint64) { c.send(msgUntrap, addr, 0, -1) }
+
+// Close tells the watchdog to exit without touching the program (the
+// stub ends in order: it killed or detached its process) and waits for
+// it.
+func (c *Client) Close() {
+	c.send(msgQuit, 0, 0, -1)
+	c.mu.Lock()
+	if c.sock >= 0 {
+		unix.Close(c.sock)
+		c.sock = -1
+	}
+	c.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		_ = c.cmd.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-done
+	}
+}
+
+// Pid is the watchdog's process id (for tests).
+func (c *Client) Pid() int { return c.cmd.Process.Pid }
+
+// watchdog is Serve's state: the table of int3s of the current process.
+type watchdog struct {
+	sock      int
+	pid       int
+	mem       *os.File
+	tracer    int // pidfd of the stub's ptrace thread, -1 for none
+	tracerTid int // that thread (0: none)
+	// tracerGone: the ptrace thread had exited before its pidfd could
+	// be opened.
+	tracerGone bool
+	traps      map[uint64]byte
+	logf       func(format string, args ...any)
+}
+
+// pidfdThread is PIDFD_THREAD (O_EXCL): a pidfd for one thread, readable
+// once that thread has exited (Linux 6.9).
+const pidfdThread = unix.O_EXCL
+
+// Serve is the watchdog's main: it reads the stub's messages from sock
+// until the stub says goodbye (exit status 0, nothing done) or dies, and
+// then repairs the program as the package doc says. It returns the exit
+// status.
+//
+// The stub's death shows first as the exit of its ptrace thread, watched
+// through a thread pidfd: the kernel detaches the tracees in that
+// thread's exit, and signals the pidfd right after. The socket's end of
+// file comes only once every thread of the stub is gone, which under load
+// can be many milliseconds later; it is the fallback where thread pidfds
+// do not exist.
+func Serve(sock *os.File, stderr io.Writer) int {
+	w := &watchdog{sock: int(sock.Fd()), tracer: -1, traps: map[uint64]byte{}, logf: func(format string, args ...any) {
+		fmt.Fprintf(stderr, "gotpstub watchdog: "+format+"\n", args...)
+	}}
+	// This thread waits for the stub's end and races the program's
+	// threads to the restored bytes once it comes: it should be the
+	// first to run then (real-time when permitted, else the highest
+	// nice; it sleeps the rest of the time).
+	runtime.LockOSThread()
+	if err := unix.SchedSetAttr(0, &unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: 1}, 0); err != nil {
+		_ = unix.Setpriority(unix.PRIO_PROCESS, 0, -20)
+	}
+	for {
+		if w.tracerGone {
+			if w.tracerExited() {
+				return 0
+			}
+			continue
+		}
+		fds := []unix.PollFd{{Fd: int32(w.sock), Events: unix.POLLIN}}
+		if w.tracer >= 0 {
+			fds = append(fds, unix.PollFd{Fd: int32(w.tracer), Events: unix.POLLIN})
+		}
+		if _, err := unix.Poll(fds, -1); err != nil {
+			if err == unix.EINTR {
+				continue
+			}
+			w.repair()
+			return 0
+		}
+		if len(fds) > 1 && fds[1].Revents != 0 {
+			if w.tracerExited() {
+				return 0
+			}
+			continue
+		}
+		if fds[0].Revents == 0 {
+			continue
+		}
+		quit, eof, _ := w.receive(0)
+		if quit {
+			return 0
+		}
+		if eof {
+			w.repair()
+			return 0
+		}
+	}
+}
+
+// tracerExited handles the exit of the stub's ptrace thread: it takes the
+// messages that thread sent before it exited, then repairs the program,
+// unless those messages end with the process gone (an orderly end of the
+// thread: the stub killed or detached the process first) or another
+// thread took over. It reports whether Serve is done.
+func (w *watchdog) tracerExited() (done bool) {
+	if w.tracer >= 0 {
+		unix.Close(w.tracer)
+		w.tracer = -1
+	}
+	w.tracerGone = false
+	old := w.tracerTid
+	for w.tracerTid == old && w.pid != 0 {
+		quit, eof, empty := w.receive(unix.MSG_DONTWAIT)
+		if quit {
+			return true
+		}
+		if eof || empty {
+			w.repair()
+			return eof
+		}
+	}
+	return false
+}
+
+// receive handles one message: quit is the stub's goodbye, eof its death
+// (or an error), empty that nothing was queued (with MSG_DONTWAIT).
+func (w *watchdog) receive(flags int) (quit, eof, empty bool) {
+	var buf [64]byte
+	oob := make([]byte, unix.CmsgSpace(4*4))
+	var n, oobn int
+	var err error
+	for {
+		n, oobn, _, _, err = unix.Recvmsg(w.sock, buf[:], oob, flags|unix.MSG_CMSG_CLOEXEC)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err == unix.EAGAIN {
+		return false, false, true
+	}
+	if err != nil || n == 0 {
+		return false, true, false
+	}
+	var files []int
+	if oobn > 0 {
+		if msgs, perr := unix.ParseSocketControlMessage(oob[:oobn]); perr == nil {
+			for _, m := range msgs {
+				if fds, rerr := unix.ParseUnixRights(&m); rerr == nil {
+					files = append(files, fds...)
+				}
+			}
+		}
+	}
+	defer func() {
+		for _, f := range files {
+			unix.Close(f)
+		}
+	}()
+	if n < msgLen {
+		return false, false, false
+	}
+	v := binary.LittleEndian.Uint64(buf[1:])
+	switch buf[0] {
+	case msgMemory:
+		if w.mem != nil {
+			w.mem.Close()
+			w.mem = nil
+		}
+		if w.tracer >= 0 {
+			unix.Close(w.tracer)
+			w.tracer = -1
+		}
+		w.pid = int(uint32(v))
+		w.tracerTid = 0
+		w.traps = map[uint64]byte{}
+		if w.pid != 0 && len(files) > 0 {
+			w.mem = os.NewFile(uintptr(files[0]), "mem")
+			files = files[1:]
+			if tid := int(v >> 32); tid > 0 {
+				w.tracerTid = tid
+				fd, err := unix.PidfdOpen(tid, pidfdThread)
+				switch err {
+				case nil:
+					w.tracer = fd
+				case unix.ESRCH:
+					w.tracerGone = true // already
+				}
+			}
+		}
+	case msgTrap:
+		w.traps[v] = buf[9]
+	case msgUntrap:
+		delete(w.traps, v)
+	case msgQuit:
+		return true, false, false
+	}
+	return false, false, false
+}
+
+// repair takes the int3s out of the program and continues it if it
+// stopped.
+func (w *watchdog) repair() {
+	if w.pid == 0 || w.mem == nil {
+		return
+	}
+	restored, failed := w.restore()
+	if restored > 0 || failed > 0 {
+		w.logf("the stub died: restored %d of %d breakpoint bytes in process %d", restored, restored+failed, w.pid)
+	}
+	w.unstop()
+	w.pid, w.traps = 0, map[uint64]byte{}
+}
+
+// restore writes the saved byte back at every address of the table that
+// still holds an int3.
+func (w *watchdog) restore() (restored, failed int) {
+	var b [1]byte
+	for addr, orig := range w.traps {
+		if _, err := w.mem.ReadAt(b[:], int64(addr)); err != nil || b[0] != int3 {
+			continue // unmapped since, or the stub had lifted it
+		}
+		if _, err := w.mem.WriteAt([]byte{orig}, int64(addr)); err != nil {
+			failed++
+			continue
+		}
+		restored++
+	}
+	return restored, failed
+}
+
+// unstop waits for the kernel to detach the program from the dead stub,
+// then for a short while sends SIGCONT whenever a thread of the program is
+// stopped (a SIGSTOP delivered once nobody traced the thread).
+func (w *watchdog) unstop() {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		tracer, ok := tracerPid(w.pid)
+		if !ok {
+			return // gone
+		}
+		if tracer == 0 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// Bytes restored before the detach are restored; restore again for
+	// an int3 the stub wrote while dying (its table entry came first).
+	w.restore()
+	end := time.Now().Add(300 * time.Millisecond)
+	sent := false
+	for time.Now().Before(end) {
+		if stopped(w.pid) {
+			if err := unix.Kill(w.pid, unix.SIGCONT); err == nil && !sent {
+				w.logf("the stub died: process %d was stopped (a SIGSTOP meant for the stub): continued it", w.pid)
+				sent = true
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// tracerPid returns the TracerPid of pid's status; ok is false when the
+// process is gone.
+func tracerPid(pid int) (int, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, false
+	}
+	var tracer int
+	for _, line := range splitLines(b) {
+		if _, err := fmt.Sscanf(line, "TracerPid:\t%d", &tracer); err == nil {
+			return tracer, true
+		}
+	}
+	return 0, true
+}
+
+// stopped reports whether a thread of pid is in a stop (state T).
+func stopped(pid int) bool {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return false
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// The state follows the last ')' (the command may hold one).
+		for i := len(b) - 1; i >= 0; i-- {
+			if b[i] == ')' {
+				if i+2 < len(b) && b[i+2] == 'T' {
+					return true
+				}
+				break
+			}
+		}
+	}
+	return false
+}
+
+func splitLines(b []byte) []string {
+	var out []string
+	start := 0
+	for i, c := range b {
+		if c == '\n' {
+			out = append(out, string(b[start:i]))
+			start = i + 1
+		}
+	}
+	if start < len(b) {
+		out = append(out, string(b[start:]))
+	}
+	return out
+}
+
+// ErrNoWatchdog is returned by StartSelf where /proc/self/exe cannot be run.
+var ErrNoWatchdog = errors.New("watchdog: cannot run /proc/self/exe")
+
+// StartSelf starts the watchdog from the running binary.
+func StartSelf(stderr io.Writer, logf func(string, ...any)) (*Client, error) {
+	if _, err := os.Stat("/proc/self/exe"); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrNoWatchdog, err)
+	}
+	return Start("/proc/self/exe", stderr, logf)
+}

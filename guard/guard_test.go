@@ -1,0 +1,199 @@
+package guard
+
+import (
+	"bytes"
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// pair returns a client and the watchdog's socket, connected.
+func pair(t *testing.T) (*Client, *os.File) {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Client{sock: fds[0], logf: t.Logf}
+	return c, os.NewFile(uintptr(fds[1]), "watchdog end")
+}
+
+// serve runs Serve in a goroutine; the channel yields its status and
+// what it wrote.
+type served struct {
+	code int
+	log  string
+}
+
+func serve(sock *os.File) chan served {
+	ch := make(chan served, 1)
+	go func() {
+		var log bytes.Buffer
+		code := Serve(sock, &log)
+		ch <- served{code, log.String()}
+	}()
+	return ch
+}
+
+// target is memory of this process standing for a program's code: the
+// watchdog writes it through /proc/self/mem.
+func target(t *testing.T) ([]byte, *os.File) {
+	t.Helper()
+	code := []byte{0xcc, 0x55, 0xcc, 0x90, 0xcc}
+	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mem.Close() })
+	return code, mem
+}
+
+func addr(b []byte, i int) uint64 { return uint64(uintptr(unsafe.Pointer(&b[i]))) }
+
+// On the end of file without a goodbye (the stub's death) the watchdog
+// restores the bytes of the table still holding an int3, and only those.
+func TestDeathRestoresInt3s(t *testing.T) {
+	c, sock := pair(t)
+	done := serve(sock)
+	code, mem := target(t)
+	c.Memory(os.Getpid(), mem)
+	c.Trap(addr(code, 0), 0x48) // int3 in memory: restored
+	c.Trap(addr(code, 2), 0x31)
+	c.Untrap(addr(code, 2)) // removed by the stub: left alone
+	c.Trap(addr(code, 3), 0x11)
+	c.Trap(addr(code, 4), 0x22)
+	c.Trap(addr(code, 4), 0x23) // the saved byte changed: the last one counts
+	// code[3] holds no int3 (the stub lifted it to step over): untouched.
+	unix.Close(c.sock) // the stub dies
+	r := <-done
+	runtime.KeepAlive(code)
+	if r.code != 0 {
+		t.Errorf("Serve returned %d", r.code)
+	}
+	if want := []byte{0x48, 0x55, 0xcc, 0x90, 0x23}; !bytes.Equal(code, want) {
+		t.Errorf("memory after the death: % x, want % x", code, want)
+	}
+	if !strings.Contains(r.log, "restored 2 of 2 breakpoint bytes") {
+		t.Errorf("log %q", r.log)
+	}
+}
+
+// The goodbye makes the watchdog exit without touching anything.
+func TestGoodbyeTouchesNothing(t *testing.T) {
+	c, sock := pair(t)
+	done := serve(sock)
+	code, mem := target(t)
+	c.Memory(os.Getpid(), mem)
+	c.Trap(addr(code, 0), 0x48)
+	c.send(msgQuit, 0, 0, -1)
+	r := <-done
+	runtime.KeepAlive(code)
+	if r.code != 0 || code[0] != 0xcc || r.log != "" {
+		t.Errorf("after the goodbye: status %d, code[0] %#x, log %q", r.code, code[0], r.log)
+	}
+	unix.Close(c.sock)
+}
+
+// A new process (or an exec: Memory again) forgets the old table, and
+// Memory(0, nil) means no process at all.
+func TestMemoryResetsTheTable(t *testing.T) {
+	c, sock := pair(t)
+	done := serve(sock)
+	code, mem := target(t)
+	c.Memory(os.Getpid(), mem)
+	c.Trap(addr(code, 0), 0x48)
+	c.Memory(os.Getpid(), mem) // exec: the old image's int3s are gone
+	c.Trap(addr(code, 2), 0x31)
+	c.Memory(0, nil)
+	c.Trap(addr(code, 4), 0x22) // ignored: no process
+	unix.Close(c.sock)
+	<-done
+	runtime.KeepAlive(code)
+	if want := []byte{0xcc, 0x55, 0xcc, 0x90, 0xcc}; !bytes.Equal(code, want) {
+		t.Errorf("memory: % x, want it untouched", code)
+	}
+}
+
+// The exit of the thread that sent Memory (the stub's ptrace thread, whose
+// exit detaches the program) repairs at once, while the socket is still
+// open; the watchdog then waits for the next process.
+func TestTracerThreadExitRepairs(t *testing.T) {
+	if _, err := unix.PidfdOpen(unix.Gettid(), pidfdThread); err != nil {
+		t.Skipf("no thread pidfds here (Linux 6.9): %v", err)
+	}
+	c, sock := pair(t)
+	done := serve(sock)
+	code, mem := target(t)
+	for sent := false; !sent; {
+		ok := make(chan bool)
+		go func() {
+			runtime.LockOSThread()
+			if unix.Gettid() == os.Getpid() {
+				// The main thread: the runtime never ends it.
+				runtime.UnlockOSThread()
+				ok <- false
+				return
+			}
+			// The thread dies with this goroutine (never unlocked).
+			c.Memory(os.Getpid(), mem)
+			c.Trap(addr(code, 4), 0x22)
+			ok <- true
+		}()
+		sent = <-ok
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for *(*byte)(unsafe.Pointer(&code[4])) == 0xcc {
+		if time.Now().After(deadline) {
+			c.send(msgQuit, 0, 0, -1)
+			r := <-done
+			t.Fatalf("the ptrace thread's exit did not make the watchdog restore the int3 (log %q)", r.log)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if code[4] != 0x22 {
+		t.Fatalf("restored %#x, want 0x22", code[4])
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("the watchdog exited (%d, %q) while the stub lives", r.code, r.log)
+	case <-time.After(50 * time.Millisecond):
+	}
+	c.send(msgQuit, 0, 0, -1)
+	if r := <-done; r.code != 0 {
+		t.Errorf("status %d", r.code)
+	}
+	unix.Close(c.sock)
+}
+
+// The real watchdog: a child process running this test binary as
+// WatchdogArg's subcommand would; here the helper process is the test
+// binary itself (TestMain runs Serve for it).
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == WatchdogArg {
+		os.Exit(Serve(os.NewFile(3, "watchdog socket"), os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// Start and Close: the watchdog process comes and goes.
+func TestStartClose(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Start(exe, os.Stderr, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := c.Pid()
+	c.Memory(0, nil)
+	c.Close()
+	if err := unix.Kill(pid, 0); err == nil {
+		t.Errorf("watchdog %d still there after Close", pid)
+	}
+}
