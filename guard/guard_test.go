@@ -2,7 +2,9 @@ package guard
 
 import (
 	"bytes"
+	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"testing"
@@ -195,5 +197,42 @@ func TestStartClose(t *testing.T) {
 	c.Close()
 	if err := unix.Kill(pid, 0); err == nil {
 		t.Errorf("watchdog %d still there after Close", pid)
+	}
+}
+
+// A program found stopped after the stub's death (a SIGSTOP the stub had
+// queued, delivered once nobody traces it) is continued.
+func TestStoppedProgramContinued(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("no sleep: %v", err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := cmd.Process.Pid
+	if err := unix.Kill(pid, unix.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !stopped(pid) {
+		if time.Now().After(deadline) {
+			t.Fatal("sleep never stopped")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", pid), os.O_RDWR, 0)
+	if err != nil {
+		t.Skipf("cannot open the memory of a child: %v", err)
+	}
+	defer mem.Close()
+	c, sock := pair(t)
+	done := serve(sock)
+	c.Memory(pid, mem)
+	unix.Close(c.sock) // the stub dies
+	r := <-done
+	if stopped(pid) {
+		t.Fatalf("the program is still stopped (log %q)", r.log)
+	}
+	if !strings.Contains(r.log, "continued it") {
+		t.Errorf("log %q", r.log)
 	}
 }
