@@ -35,8 +35,8 @@ type lanes struct {
 	// mapped is, per lane, how many bytes from its start the process has
 	// mapped already (prefault, mapInProcess): its writes there take no
 	// page fault.
-	mapped []uint64
-	pid    int // the process, for mapInProcess (0: none, unit tests)
+	mapped  []uint64
+	pid     int // the process, for mapInProcess (0: none, unit tests)
 	scratch [][]RingRecord
 	// next is, per lane, the tail after the records of the last drain,
 	// published by release once the engine is done with them.
