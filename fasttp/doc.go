@@ -114,7 +114,8 @@
 //   - A gdb breakpoint on a covered instruction other than the first is not
 //     hit while the jump is in place (the relocated copy runs instead).
 //   - Punned instruction heads are int3s: a thread that jumps straight to
-//     one pays a ptrace stop, and dies of SIGTRAP if the stub is gone.
+//     one pays a ptrace stop. If the stub dies, its watchdog (package
+//     guard) writes back the bytes under them, as for every int3.
 //   - A thread killed inside a pad leaves an uncommitted record that blocks
 //     its lane (later hits there are dropped, counted) until the next
 //     tstart.
