@@ -511,3 +511,22 @@ func atoi(t *testing.T, s string) int {
 	}
 	return n
 }
+
+func TestFastTraceAsTrapIsSaid(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gotpstub's notes")
+	}
+	// A trace state variable in the actions: the pad cannot run them, so
+	// the fast tracepoint becomes a trap, and tstatus says so (gdb
+	// itself still calls it a fast tracepoint).
+	prog := buildProgram(t, "threads")
+	out, _ := traceSessionFlags(t, []string{"--once"}, prog, []string{"1", "5"}, `
+tvariable $count = 0
+ftrace hit
+actions
+teval $count = $count + 1
+end`, "threads_done", "print $count")
+	mustContain(t, out, "Fast tracepoint 2 at")
+	mustMatch(t, out, `gotpstub: fast tracepoint 2 runs as a trap tracepoint \(each hit stops its thread\): [^\n]+`)
+	mustContain(t, out, "$1 = 5")
+}

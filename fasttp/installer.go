@@ -214,6 +214,7 @@ func (in *Installer) Install(tp *tracing.Tracepoint) error {
 			return nil
 		}
 		in.logf("fast tracepoint %d at %#x: trap instead of a jump: %v", tp.Num, tp.Addr, err)
+		in.engine.FastAsTrap(tp, err.Error())
 	}
 	if err := in.traps.Install(tp); err != nil {
 		return err
@@ -277,6 +278,7 @@ func (in *Installer) convertToTrap(s *jumpSite) error {
 	in.viaTrap[s.tp] = true
 	in.mu.Unlock()
 	in.logf("fast tracepoint %d at %#x: trap instead of a jump: another tracepoint shares its bytes", s.tp.Num, s.tp.Addr)
+	in.engine.FastAsTrap(s.tp, "another tracepoint shares its bytes")
 	return nil
 }
 

@@ -182,6 +182,9 @@ type Engine struct {
 	// fastDropped counts the hits the Installer dropped in this run
 	// (SetFastDropped).
 	fastDropped uint64
+	// asTraps: fast tracepoints the Installer put in as traps this run,
+	// by number, with the reason (FastAsTrap).
+	asTraps map[int]string
 	stopNote    string
 	disconn     bool
 	ro          []roRange

@@ -151,6 +151,18 @@ func (e *Engine) FastBufferFull() {
 	removeAll(inst, removed)
 }
 
+// FastAsTrap records that the Installer put fast tracepoint tp in as a
+// trap tracepoint, and why: tstatus says so in its notes for the run
+// (gdb itself believes the tracepoint is fast).
+func (e *Engine) FastAsTrap(tp *Tracepoint, why string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.asTraps == nil {
+		e.asTraps = map[int]string{}
+	}
+	e.asTraps[tp.Num] = why
+}
+
 // RegBlockSize returns the size of a frame's register block ('R'), the
 // g packet's.
 func (e *Engine) RegBlockSize() int {

@@ -358,6 +358,7 @@ func (e *Engine) qtStart() []byte {
 	}
 	e.mu.Lock()
 	e.fastDropped = 0
+	clear(e.asTraps)
 	e.mu.Unlock()
 	var done []*Tracepoint
 	for _, tp := range want {
@@ -421,17 +422,23 @@ func (e *Engine) statusLocked() string {
 	return b.String()
 }
 
-// notesLocked is the trace notes gdb set, with the hits the Installer
-// dropped, if any.
+// notesLocked is the trace notes gdb set, with what the user of fast
+// tracepoints should know: the hits the Installer dropped, and the fast
+// tracepoints that run as traps.
 func (e *Engine) notesLocked() string {
-	if e.fastDropped == 0 {
-		return e.notes
+	var parts []string
+	if e.notes != "" {
+		parts = append(parts, e.notes)
 	}
-	drop := fmt.Sprintf("gotpstub: %d fast tracepoint hits dropped (the stub fell behind)", e.fastDropped)
-	if e.notes == "" {
-		return drop
+	if e.fastDropped != 0 {
+		parts = append(parts, fmt.Sprintf("gotpstub: %d fast tracepoint hits dropped (the stub fell behind)", e.fastDropped))
 	}
-	return e.notes + "; " + drop
+	for _, tp := range e.tps {
+		if why := e.asTraps[tp.Num]; why != "" {
+			parts = append(parts, fmt.Sprintf("gotpstub: fast tracepoint %d runs as a trap tracepoint (each hit stops its thread): %s", tp.Num, why))
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 // qtFrame selects a trace frame: "n", "pc:a", "tdp:n", "range:lo:hi",
