@@ -184,10 +184,10 @@ type Engine struct {
 	fastDropped uint64
 	// asTraps: fast tracepoints the Installer put in as traps this run,
 	// by number, with the reason (FastAsTrap).
-	asTraps map[int]string
-	stopNote    string
-	disconn     bool
-	ro          []roRange
+	asTraps  map[int]string
+	stopNote string
+	disconn  bool
+	ro       []roRange
 
 	frame *frames.Frame // selected trace frame, nil when none
 
