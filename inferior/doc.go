@@ -115,6 +115,25 @@
 // with Exec set; breakpoints, internal traps, code patches and debug
 // registers are forgotten, since the new program image has none of them.
 //
+// # Memory shared with the stub
+//
+// MapShared creates memory both the process and the stub map (a memfd
+// created in the process by injected system calls, mapped by the stub
+// through /proc/PID/fd); Populate has the process map part of it ahead of
+// use (an injected madvise MADV_POPULATE_WRITE), so that code writing
+// there takes no page fault; Unmap takes it away. MarkTracerAlive ties a
+// word of it to the ptrace thread's robust futex list: the kernel clears
+// the thread's id there when the stub dies, however it dies.
+//
+// # Machine checks and errors
+//
+// ProbeDebugRegisters tells whether hardware breakpoints trap on this
+// machine (some virtual machines' debug registers never do). Attach says
+// plainly why it failed: ESRCH for no such process, AlreadyTracedError
+// when another tracer holds it. A Guard (guard.go) hears of every int3
+// the stub keeps in the process, for the watchdog that takes them out if
+// the stub dies.
+//
 // # Architecture
 //
 // Register transfer, debug registers, the breakpoint instruction and
