@@ -87,7 +87,10 @@
 //
 // # Concurrency
 //
-// A Buffer is safe for concurrent use; one mutex guards all of it. Frames
+// A Buffer is safe for concurrent use; one mutex guards all of it (a
+// Batch holds it across many commits: the fast tracepoints' drainer;
+// Batch.CommitHeader stores a frame that collected nothing without a
+// builder). Frames
 // returned by the Buffer (Frame, FindPC, FindTracepoint, FindRange, and
 // the ones Frames passes to its callback) hold a copy of their bytes, made
 // under the lock: a circular buffer reuses the space of dropped frames,
