@@ -102,6 +102,21 @@ func (in *Installer) bufferFilled(l *lanes) bool {
 	return true
 }
 
+// endRunIfFull ends the run with tfull once a full linear buffer's last
+// records are in (bufferFilled switched the pads off); more says the
+// lanes still hold some.
+func (in *Installer) endRunIfFull(more bool) {
+	in.mu.Lock()
+	full := in.fullPending && !more
+	if full {
+		in.fullPending = false
+	}
+	in.mu.Unlock()
+	if full {
+		in.engine.FastBufferFull()
+	}
+}
+
 // drainOnce moves every committed record to the engine and reports
 // drops and stops; it returns the number of records. async says the
 // caller is the drainer goroutine (the process may be running).
@@ -129,13 +144,7 @@ func (in *Installer) drainOnce(async bool) int {
 	in.mu.Unlock()
 	in.engine.FastHits(hits)
 	l.release()
-	in.mu.Lock()
-	full := in.fullPending && !more
-	in.fullPending = in.fullPending && more
-	in.mu.Unlock()
-	if full {
-		in.engine.FastBufferFull()
-	}
+	in.endRunIfFull(more)
 	in.reportStop(why, slot)
 	in.reportDrops(l, lost)
 	in.mu.Lock()
