@@ -114,8 +114,9 @@
 //   - A gdb breakpoint on a covered instruction other than the first is not
 //     hit while the jump is in place (the relocated copy runs instead).
 //   - Punned instruction heads are int3s: a thread that jumps straight to
-//     one pays a ptrace stop. If the stub dies, its watchdog (package
-//     guard) writes back the bytes under them, as for every int3.
+//     one pays a ptrace stop, and dies of SIGTRAP if the stub is gone (the
+//     int3 is a byte of the jump's displacement: the watchdog of package
+//     guard leaves it).
 //   - A thread killed inside a pad leaves an uncommitted record that blocks
 //     its lane (later hits there are dropped, counted) until the next
 //     tstart.
