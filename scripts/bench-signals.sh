@@ -25,6 +25,8 @@
 # wrong siginfo) and the trace frames created.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/stub-lib.sh
+. scripts/stub-lib.sh
 
 KINDS=${KINDS:-none trace ftrace}
 IPA=${IPA:-/usr/lib/libinproctrace.so}
@@ -55,44 +57,12 @@ gcc -g -O0 -pthread -o "$work/sigstorm" testdata/sigstorm.c
 # PIE program's code, so its ftrace runs use a non-PIE build.
 gcc -g -O0 -pthread -no-pie -fno-PIE -o "$work/sigstorm-nopie" testdata/sigstorm.c
 
-port_in_use() {
-	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
 # start_stub STUB LOG PRELOAD...: start STUB --once on a free port; sets
 # stub_pid and port.
 start_stub() {
-	local stub=$1 log=$2 started= attempt
+	local stub=$1 log=$2
 	shift 2
-	for attempt in 1 2 3 4 5 6 7 8; do
-		port=$((23000 + RANDOM % 5000))
-		if port_in_use "$port"; then continue; fi
-		"$stub" "$@" --once "127.0.0.1:$port" "$prog" "$DURATION_MS" "$SPIN" >"$log" 2>&1 &
-		stub_pid=$!
-		for _ in $(seq 200); do
-			if grep -q "Listening on port" "$log" 2>/dev/null; then started=1; break; fi
-			if ! kill -0 "$stub_pid" 2>/dev/null; then break; fi
-			sleep 0.05
-		done
-		if [ -n "$started" ]; then return 0; fi
-		if ! grep -q "Address already in use" "$log" 2>/dev/null; then
-			cat "$log" >&2
-			fail "$stub did not start listening"
-		fi
-		wait "$stub_pid" 2>/dev/null || true
-		stub_pid=
-	done
-	fail "no free port found for $stub"
-}
-
-wait_stub() {
-	for _ in $(seq 100); do
-		kill -0 "$stub_pid" 2>/dev/null || break
-		sleep 0.05
-	done
-	if kill -0 "$stub_pid" 2>/dev/null; then kill "$stub_pid" 2>/dev/null || true; fi
-	wait "$stub_pid" 2>/dev/null || true
-	stub_pid=
+	start_listening "$log" "$stub" "$@" --once @ADDR@ "$prog" "$DURATION_MS" "$SPIN"
 }
 
 # script KIND: the gdb session for KIND.

@@ -46,6 +46,8 @@
 # cancelled out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/stub-lib.sh
+. scripts/stub-lib.sh
 
 N=${N:-20000}
 KIND=${KIND:-trace}
@@ -96,13 +98,6 @@ stub_pid=
 strace_pid=
 
 # stop_stub: end the stub we started (and, under /usr/bin/time, its child).
-stop_stub() {
-	local child
-	for child in $(pgrep -P "$stub_pid" 2>/dev/null || true); do
-		kill "$child" 2>/dev/null || true
-	done
-	kill "$stub_pid" 2>/dev/null || true
-}
 cleanup() {
 	if [ -n "$strace_pid" ]; then kill "$strace_pid" 2>/dev/null || true; fi
 	if [ -n "$stub_pid" ]; then stop_stub; fi
@@ -140,54 +135,17 @@ loop_ns_of() {
 	sed -n 's/^loop_ns=\([0-9][0-9]*\) calls=.*/\1/p' "$1" | tail -n 1
 }
 
-# port_in_use PORT: true if something accepts connections on it.
-port_in_use() {
-	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
 # start_stub STUB LOG TIMEFILE ARGS...: start STUB --once on a free port
 # with the program and ARGS; sets stub_pid and port; output goes to LOG.
 # Unless TIMEFILE is empty the stub runs under /usr/bin/time, which writes
 # the user and system CPU seconds of the stub and the program (its
 # waited-for child) to TIMEFILE; stub_pid is then time's pid.
 start_stub() {
-	local stub=$1 log=$2 timefile=$3 started= attempt
+	local stub=$1 log=$2 timefile=$3
 	shift 3
-	for attempt in 1 2 3 4 5 6 7 8; do
-		port=$((23000 + RANDOM % 5000))
-		if port_in_use "$port"; then continue; fi
-		if [ -n "$timefile" ]; then
-			/usr/bin/time -f '%U %S' -o "$timefile" \
-				"${wrap[@]}" "$stub" "${preload[@]}" --once "127.0.0.1:$port" "$prog" "$@" "$IDLE_THREADS" >"$log" 2>&1 &
-		else
-			"${wrap[@]}" "$stub" "${preload[@]}" --once "127.0.0.1:$port" "$prog" "$@" "$IDLE_THREADS" >"$log" 2>&1 &
-		fi
-		stub_pid=$!
-		for _ in $(seq 200); do
-			if grep -q "Listening on port" "$log"; then started=1; break; fi
-			if ! kill -0 "$stub_pid" 2>/dev/null; then break; fi
-			sleep 0.05
-		done
-		if [ -n "$started" ]; then return 0; fi
-		if ! grep -q "Address already in use" "$log"; then
-			cat "$log" >&2
-			fail "$stub did not start listening"
-		fi
-		wait "$stub_pid" 2>/dev/null || true
-		stub_pid=
-	done
-	fail "no free port found for $stub"
-}
-
-# wait_stub: wait for the --once stub to exit after gdb is done.
-wait_stub() {
-	for _ in $(seq 100); do
-		kill -0 "$stub_pid" 2>/dev/null || break
-		sleep 0.05
-	done
-	if kill -0 "$stub_pid" 2>/dev/null; then stop_stub; fi
-	wait "$stub_pid" 2>/dev/null || true
-	stub_pid=
+	local timer=()
+	if [ -n "$timefile" ]; then timer=(/usr/bin/time -f '%U %S' -o "$timefile"); fi
+	start_listening "$log" "${timer[@]}" "${wrap[@]}" "$stub" "${preload[@]}" --once @ADDR@ "$prog" "$@" "$IDLE_THREADS"
 }
 
 # run_gdb LOG: the benchmark's gdb session against the stub on $port.
