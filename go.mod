@@ -3,6 +3,6 @@ module gotpstub
 go 1.26.0
 
 require (
-	golang.org/x/arch v0.32.0 // indirect
-	golang.org/x/sys v0.49.0 // indirect
+	golang.org/x/arch v0.32.0
+	golang.org/x/sys v0.49.0
 )
