@@ -65,9 +65,9 @@ func (s *Server) buildMux() *rsp.Mux {
 	h("D", s.detach)
 	h("vCont?", func([]byte) []byte { return []byte("vCont;c;C;s;S;t;r") })
 	h("vMustReplyEmpty", func([]byte) []byte { return []byte{} })
-	h("vRun;", s.vRun)
-	h("vAttach;", s.vAttach)
-	h("vFile:", s.files.Handle)
+	h("vRun;", s.refusedIf(s.cfg.NoRunAttach, "--no-run-attach", s.vRun))
+	h("vAttach;", s.refusedIf(s.cfg.NoRunAttach, "--no-run-attach", s.vAttach))
+	h("vFile:", s.refusedIf(s.cfg.NoFileAccess, "--no-file-access", s.files.Handle))
 	h("vStopped", func([]byte) []byte { return rsp.OK })
 	h("QPassSignals:", s.qPassSignals)
 	h("QProgramSignals:", s.qProgramSignals)
@@ -136,6 +136,19 @@ func (s *Server) qSupported(pkt []byte) []byte {
 		}
 	}
 	return []byte(strings.Join(out, ";"))
+}
+
+// refusedIf returns fn, or when refuse is set a handler that refuses the
+// packet with an E.message naming the option that says so.
+func (s *Server) refusedIf(refuse bool, option string, fn rsp.Handler) rsp.Handler {
+	if !refuse {
+		return fn
+	}
+	return func(pkt []byte) []byte {
+		name, _, _ := strings.Cut(string(pkt), ";")
+		name, _, _ = strings.Cut(name, ":")
+		return rsp.ErrorMessage(fmt.Sprintf("%s refused: the stub runs with %s", name, option))
+	}
 }
 
 func (s *Server) disabled(name string) bool {

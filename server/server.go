@@ -39,6 +39,13 @@ type Config struct {
 	KillOnStubExit bool
 	// DisabledPackets lists packet names disabled with --disable-packet.
 	DisabledPackets []string
+	// Safety switches for a shared host: NoFileAccess refuses vFile
+	// (gdb's remote file access), NoRunAttach refuses vRun and vAttach
+	// (starting or attaching to programs from gdb), NoSave refuses
+	// QTSave (tsave -r writes a file on this machine) and SaveDir
+	// confines QTSave to a directory.
+	NoFileAccess, NoRunAttach, NoSave bool
+	SaveDir                           string
 	// TraceRingSize is the size of the ring fast tracepoints write to
 	// inside the inferior (--trace-ring-size); 0 means fasttp's default.
 	TraceRingSize uint64
@@ -115,7 +122,8 @@ func New(cfg Config) *Server {
 		files:       hostio.NewServer(),
 		xfer:        map[string][]byte{},
 	}
-	s.trace = tracing.NewEngine(tracing.Config{Layout: s.layout, Live: liveMemory{s}})
+	s.trace = tracing.NewEngine(tracing.Config{Layout: s.layout, Live: liveMemory{s},
+		NoSave: cfg.NoSave, SaveDir: cfg.SaveDir})
 	// Every process gets a fasttp.Installer (setProcess): ftrace places
 	// jump pads where it can and traps elsewhere.
 	s.trace.SetFastTracepoints(true)

@@ -132,7 +132,15 @@ func (r *rawClient) recv() (string, error) {
 
 func startSession(t *testing.T, prog string) *session {
 	t.Helper()
-	srv := New(Config{Progress: &bytes.Buffer{}, PacketLog: testLog(t)})
+	return startSessionConfig(t, prog, Config{})
+}
+
+// startSessionConfig is startSession with cfg (its Progress and PacketLog
+// are set here).
+func startSessionConfig(t *testing.T, prog string, cfg Config) *session {
+	t.Helper()
+	cfg.Progress, cfg.PacketLog = &bytes.Buffer{}, testLog(t)
+	srv := New(cfg)
 	if err := srv.Launch([]string{prog}); err != nil {
 		t.Fatal(err)
 	}
@@ -210,6 +218,31 @@ func TestPacketErrors(t *testing.T) {
 	// gdb offered multiprocess+ above, so the exit names the process.
 	if got, want := s.ask("vCont;c"), fmt.Sprintf("W0a;process:%x", s.srv.lastPid); got != want {
 		t.Fatalf("run to exit: %q, want %q", got, want)
+	}
+}
+
+// The safety switches refuse their packets with a message naming the
+// option; without them the same packets are served.
+func TestSafetySwitches(t *testing.T) {
+	prog := buildCount(t)
+	vfile := "vFile:setfs:0"
+	tsave := "QTSave:" + hex.EncodeToString([]byte(filepath.Join(t.TempDir(), "t.tf")))
+	refused := startSessionConfig(t, prog, Config{NoFileAccess: true, NoRunAttach: true, NoSave: true})
+	for pkt, want := range map[string]string{
+		vfile: "E.vFile refused: the stub runs with --no-file-access",
+		"vRun;" + hex.EncodeToString([]byte(prog)): "E.vRun refused: the stub runs with --no-run-attach",
+		"vAttach;1": "E.vAttach refused: the stub runs with --no-run-attach",
+		tsave:       "E.QTSave: refused: the stub runs with --no-tsave",
+	} {
+		if got := refused.ask(pkt); got != want {
+			t.Errorf("%s: %q, want %q", pkt, got, want)
+		}
+	}
+	open := startSessionConfig(t, prog, Config{})
+	for _, pkt := range []string{vfile, tsave} {
+		if got := open.ask(pkt); strings.Contains(got, "refused") || !strings.HasPrefix(got, "F") && got != "OK" {
+			t.Errorf("%s without safety switches: %q", pkt, got)
+		}
 	}
 }
 

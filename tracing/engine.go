@@ -49,6 +49,10 @@ type Config struct {
 	Live MemoryReader
 	// Installer may also be set later with SetInstaller.
 	Installer Installer
+	// NoSave refuses QTSave (tsave -r: a file written on the stub's
+	// machine); SaveDir, when set, confines it to that directory.
+	NoSave  bool
+	SaveDir string
 }
 
 // ActionKind is the letter of a tracepoint action in QTDP.
@@ -166,6 +170,8 @@ type Engine struct {
 
 	fastTracepoints bool // announce FastTracepoints (SetFastTracepoints)
 	buf             *frames.Buffer
+	noSave          bool   // Config.NoSave
+	saveDir         string // Config.SaveDir
 	// batch, while inBatch, holds buf's lock for FastHits' commits;
 	// stopLocked ends it (a stop reads the buffer).
 	batch   frames.Batch
@@ -211,6 +217,8 @@ func NewEngine(cfg Config) *Engine {
 		pcReg:      -1,
 		pcOffset:   -1,
 		buf:        frames.NewBuffer(frames.DefaultSize),
+		noSave:     cfg.NoSave,
+		saveDir:    cfg.SaveDir,
 		stopReason: reasonNotRun,
 		now:        time.Now,
 	}

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"gotpstub/frames"
 )
@@ -728,13 +730,37 @@ func (e *Engine) qtDisconnected(s string) []byte {
 	return replyOK
 }
 
+// savePath returns where QTSave writes name: with a save directory
+// (--tsave-dir), name relative to it, and only inside it.
+func (e *Engine) savePath(name string) (string, error) {
+	if e.saveDir == "" {
+		return name, nil
+	}
+	p := name
+	if !filepath.IsAbs(p) {
+		p = filepath.Join(e.saveDir, p)
+	}
+	p = filepath.Clean(p)
+	rel, err := filepath.Rel(filepath.Clean(e.saveDir), p)
+	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+		return "", fmt.Errorf("refused: %q is outside the save directory %s (--tsave-dir)", name, e.saveDir)
+	}
+	return p, nil
+}
+
 // qtSave writes the trace to a tfile on the stub's machine (tsave -r).
 func (e *Engine) qtSave(s string) []byte {
 	name, err := hexText(s)
 	if err != nil || name == "" {
 		return errorReply(fmt.Errorf("QTSave: %w: file name", errSyntax))
 	}
-	f, err := os.Create(name)
+	if e.noSave {
+		return errorReply(errors.New("QTSave: refused: the stub runs with --no-tsave"))
+	}
+	if name, err = e.savePath(name); err != nil {
+		return errorReply(fmt.Errorf("QTSave: %w", err))
+	}
+	f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return errorReply(fmt.Errorf("QTSave: %w", err))
 	}

@@ -3,6 +3,8 @@ package tracing
 import (
 	"encoding/hex"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -568,5 +570,51 @@ func TestTracepointsSortedByAddress(t *testing.T) {
 	}
 	if got := send(t, e, "qTfP"); got != "T4:100:D:0:0" {
 		t.Errorf("first uploaded location %q", got)
+	}
+}
+
+func TestQTSaveSafety(t *testing.T) {
+	dir := t.TempDir()
+	hexName := func(s string) string { return hex.EncodeToString([]byte(s)) }
+	cases := []struct {
+		name    string
+		cfg     Config
+		file    string
+		want    string // reply prefix
+		written string // file that must exist afterwards ("" none)
+	}{
+		{"no limit", Config{}, filepath.Join(dir, "a.tf"), "OK", filepath.Join(dir, "a.tf")},
+		{"refused", Config{NoSave: true}, filepath.Join(dir, "b.tf"), "E.QTSave: refused", ""},
+		{"relative in dir", Config{SaveDir: dir}, "c.tf", "OK", filepath.Join(dir, "c.tf")},
+		{"absolute in dir", Config{SaveDir: dir}, filepath.Join(dir, "sub/../d.tf"), "OK", filepath.Join(dir, "d.tf")},
+		{"escape", Config{SaveDir: dir}, "../e.tf", "E.QTSave: refused", ""},
+		{"absolute outside", Config{SaveDir: filepath.Join(dir, "x")}, filepath.Join(dir, "f.tf"), "E.QTSave: refused", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.cfg.Layout = newProgram().layout
+			e := NewEngine(c.cfg)
+			reply, _ := e.HandlePacket([]byte("QTSave:" + hexName(c.file)))
+			if !strings.HasPrefix(string(reply), c.want) {
+				t.Errorf("QTSave %q: %s, want %s...", c.file, reply, c.want)
+			}
+			if c.written != "" {
+				if _, err := os.Stat(c.written); err != nil {
+					t.Errorf("no tfile: %v", err)
+				}
+			}
+		})
+	}
+	// A symlink planted where the tfile goes is not followed.
+	target := filepath.Join(dir, "target")
+	if err := os.Symlink(target, filepath.Join(dir, "link.tf")); err != nil {
+		t.Fatal(err)
+	}
+	e := NewEngine(Config{Layout: newProgram().layout, SaveDir: dir})
+	if reply, _ := e.HandlePacket([]byte("QTSave:" + hexName("link.tf"))); !strings.HasPrefix(string(reply), "E.") {
+		t.Errorf("QTSave through a symlink: %s", reply)
+	}
+	if _, err := os.Stat(target); err == nil {
+		t.Error("the symlink was followed")
 	}
 }

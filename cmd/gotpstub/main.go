@@ -63,12 +63,22 @@ Other options:
                         Accepted for compatibility; PROG is always executed
                         directly (no shell globbing or substitution).
   --listen-all          With ":PORT", listen on every interface instead of
-                        loopback only.
+                        loopback only (anyone who reaches the port controls
+                        the program: gotpstub warns).
   --kill-on-stub-exit   Have the kernel kill a launched PROG if gotpstub
                         dies (SIGKILL, crash) before killing or detaching
                         it (gdbserver's behaviour).  By default PROG is
                         left running: a watchdog process takes the
                         breakpoints and tracepoints out of it.
+
+Safety switches (for a shared host; a unix socket is always created 0600):
+
+  --no-file-access      Refuse gdb's remote file access (vFile).
+  --no-run-attach       Refuse starting or attaching to programs from gdb
+                        (vRun, vAttach: run and attach with --multi).
+  --no-tsave            Refuse tsave -r (QTSave: a file written here).
+  --tsave-dir=DIR       Let tsave -r write only inside DIR (a relative name
+                        is taken inside it; symlinks are not followed).
 
 Debug options:
 
@@ -98,6 +108,9 @@ Subcommands:
 
 type options struct {
 	attach, multi, once, listenAll bool
+	noFileAccess, noRunAttach      bool
+	noSave                         bool
+	saveDir                        string
 	killOnStubExit                 bool
 	debug, remoteDebug             bool
 	debugFile                      string
@@ -137,6 +150,17 @@ func parseArgs(args []string) (*options, error) {
 			o.listenAll = true
 		case a == "--kill-on-stub-exit":
 			o.killOnStubExit = true
+		case a == "--no-file-access":
+			o.noFileAccess = true
+		case a == "--no-run-attach":
+			o.noRunAttach = true
+		case a == "--no-tsave":
+			o.noSave = true
+		case strings.HasPrefix(a, "--tsave-dir="):
+			o.saveDir = strings.TrimPrefix(a, "--tsave-dir=")
+			if st, err := os.Stat(o.saveDir); err != nil || !st.IsDir() {
+				return nil, fmt.Errorf("%s: not a directory", a)
+			}
 		case a == "--debug":
 			o.debug = true
 		case a == "--remote-debug":
@@ -247,6 +271,10 @@ func run(args []string) int {
 		DisableRandomization: o.disableRandomization,
 		KillOnStubExit:       o.killOnStubExit,
 		DisabledPackets:      o.disabled,
+		NoFileAccess:         o.noFileAccess,
+		NoRunAttach:          o.noRunAttach,
+		NoSave:               o.noSave,
+		SaveDir:              o.saveDir,
 		TraceRingSize:        o.traceRingSize,
 		Progress:             os.Stderr,
 	}
@@ -300,6 +328,9 @@ func run(args []string) int {
 	// Bind before starting or attaching to the program: a port in use
 	// must not leave a program started (or stopped) for nothing.
 	var ln net.Listener
+	if o.listenAll {
+		fmt.Fprintf(os.Stderr, "gotpstub: warning: --listen-all: anyone who can reach this port can control the program (read and write its memory, run code in it) as this user\n")
+	}
 	if !stdio {
 		var err error
 		if ln, err = listen(o.comm, o.listenAll); err != nil {
@@ -379,6 +410,9 @@ func listen(comm string, all bool) (net.Listener, error) {
 	}
 	if strings.Contains(comm, "/") {
 		_ = os.Remove(comm)
+		// Only this user may connect: the socket is created 0600.
+		old := syscall.Umask(0o177)
+		defer syscall.Umask(old)
 		return net.Listen("unix", comm)
 	}
 	return nil, fmt.Errorf("%q is neither HOST:PORT nor a socket path", comm)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -24,6 +26,8 @@ func TestParseArgs(t *testing.T) {
 		{args: []string{"--no-disable-randomization", "--remote-debug", "--debug", "--debug-file=/tmp/x", "stdio", "p"}, want: options{remoteDebug: true, debug: true, debugFile: "/tmp/x", comm: "stdio", rest: []string{"p"}}},
 		{args: []string{"--kill-on-stub-exit", ":1", "p"}, want: options{killOnStubExit: true, comm: ":1", rest: []string{"p"}, disableRandomization: true}},
 		{args: []string{"--trace-ring-size=0x100000", ":1", "p"}, want: options{traceRingSize: 1 << 20, comm: ":1", rest: []string{"p"}, disableRandomization: true}},
+		{args: []string{"--no-file-access", "--no-run-attach", "--no-tsave", "--tsave-dir=/tmp", "--multi", ":1"}, want: options{noFileAccess: true, noRunAttach: true, noSave: true, saveDir: "/tmp", multi: true, comm: ":1", rest: []string{}, disableRandomization: true}},
+		{args: []string{"--tsave-dir=/nonexistent/dir", ":1", "p"}, wantErr: "not a directory"},
 		{args: []string{"--trace-ring-size=100", ":1", "p"}, wantErr: "power of two"},
 		{args: []string{"--trace-ring-size=4096", ":1", "p"}, wantErr: "between"},
 		{args: []string{"--trace-ring-size=0x30000", ":1", "p"}, wantErr: "power of two"},
@@ -87,5 +91,21 @@ func TestCheck(t *testing.T) {
 	}
 	if got := run([]string{"check", "no-such-check"}); got != 2 {
 		t.Errorf("check of an unknown name: status %d, want 2", got)
+	}
+}
+
+func TestUnixSocketIsPrivate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "stub.sock")
+	ln, err := listen(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode := st.Mode().Perm(); mode != 0o600 {
+		t.Errorf("socket mode %o, want 600", mode)
 	}
 }
