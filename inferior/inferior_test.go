@@ -1759,6 +1759,29 @@ func TestGDBStyleStepOverKeepsOtherHits(t *testing.T) {
 	p := launch(t, "barrier")
 	runToMain(t, p)
 	hit := symbol(t, p, "hit")
+	eachBarrierHit(t, p, hit, func(ev StopEvent) {
+		// z0, vCont;s:tid, Z0. Other threads' queued events come first.
+		if err := p.RemoveBreakpoint(SoftwareBreakpoint, hit, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Resume([]Action{{Tid: ev.Tid, Step: true}}); err != nil {
+			t.Fatal(err)
+		}
+		if sev := wait(t, p); sev.Tid != ev.Tid || sev.Signal != int(unix.SIGTRAP) {
+			t.Fatalf("while stepping: %+v", sev)
+		}
+		if err := p.InsertBreakpoint(SoftwareBreakpoint, hit, 1); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// eachBarrierHit puts a breakpoint on hit in the "barrier" program (4
+// threads x 50 calls) and resumes every thread until it exits with status
+// 200, calling step with each breakpoint stop; all 200 hits must be
+// reported.
+func eachBarrierHit(t *testing.T, p *Process, hit uint64, step func(ev StopEvent)) {
+	t.Helper()
 	if err := p.InsertBreakpoint(SoftwareBreakpoint, hit, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -1776,23 +1799,7 @@ func TestGDBStyleStepOverKeepsOtherHits(t *testing.T) {
 			t.Fatalf("event %+v", ev)
 		}
 		hits++
-		// z0, vCont;s:tid, Z0. Other threads' queued events come first.
-		if err := p.RemoveBreakpoint(SoftwareBreakpoint, hit, 1); err != nil {
-			t.Fatal(err)
-		}
-		for {
-			if err := p.Resume([]Action{{Tid: ev.Tid, Step: true}}); err != nil {
-				t.Fatal(err)
-			}
-			sev := wait(t, p)
-			if sev.Tid == ev.Tid && sev.Signal == int(unix.SIGTRAP) {
-				break
-			}
-			t.Fatalf("while stepping: %+v", sev)
-		}
-		if err := p.InsertBreakpoint(SoftwareBreakpoint, hit, 1); err != nil {
-			t.Fatal(err)
-		}
+		step(ev)
 	}
 	if hits != 200 {
 		t.Errorf("%d hits reported, want 200 (4 threads × 50)", hits)
