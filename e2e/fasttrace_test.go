@@ -530,3 +530,27 @@ end`, "threads_done", "print $count")
 	mustMatch(t, out, `gotpstub: fast tracepoint 2 runs as a trap tracepoint \(each hit stops its thread\): [^\n]+`)
 	mustContain(t, out, "$1 = 5")
 }
+
+func TestMonitorFtrace(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gotpstub's monitor command")
+	}
+	// monitor ftrace tells how each installed tracepoint is placed.
+	prog := buildProgram(t, "threads")
+	out, _ := traceSessionFlags(t, []string{"--once"}, prog, []string{"1", "5"}, `
+tvariable $c = 0
+ftrace hit
+ftrace threads_done
+actions
+teval $c = 1
+end
+trace all_started
+tstart
+monitor ftrace
+tstop
+monitor ftrace`, "threads_done", "")
+	mustMatch(t, out, `tracepoint 2 at 0x[0-9a-f]+: (plain|punned) jump over \d+ bytes \(\d+ instructions\), pad at 0x[0-9a-f]+ \(\d+ bytes\)`)
+	mustMatch(t, out, `tracepoint 3 at 0x[0-9a-f]+: trap \(int3\) instead of a jump: [^\n]*trace state variables`)
+	mustMatch(t, out, `tracepoint 4 at 0x[0-9a-f]+: trap \(int3\): gdb's trace`)
+	mustContain(t, out, "no tracepoint is installed")
+}

@@ -61,13 +61,13 @@ type Installer struct {
 	fsBase   bool   // pads may use rdfsbase (per-thread lanes)
 	nextSlot uint32
 	sites    map[*tracing.Tracepoint]*jumpSite
-	bySlot   []*jumpSite        // by tracepoint table slot (maxSlots)
-	padTraps map[uint64]padTrap // int3 address inside a pad → its role
-	arenas   map[uint64]*arena  // 1 GiB window → current pad area
-	areas    []Range            // every range of pad memory (Stabilize)
-	viaTrap  map[*tracing.Tracepoint]bool
-	pending  []*jumpSite // unpatching requested while the process could not be patched
-	hookMem  memory      // the stopped thread's memory while a hook runs
+	bySlot   []*jumpSite                    // by tracepoint table slot (maxSlots)
+	padTraps map[uint64]padTrap             // int3 address inside a pad → its role
+	arenas   map[uint64]*arena              // 1 GiB window → current pad area
+	areas    []Range                        // every range of pad memory (Stabilize)
+	viaTrap  map[*tracing.Tracepoint]string // trap tracepoints: why a fast one is a trap ("" for gdb's trace)
+	pending  []*jumpSite                    // unpatching requested while the process could not be patched
+	hookMem  memory                         // the stopped thread's memory while a hook runs
 	// async is set while the drainer goroutine feeds the engine: the
 	// process may be running, so removals wait for Flush.
 	async bool
@@ -114,6 +114,7 @@ type jumpSite struct {
 	slot    uint32
 	site    Site
 	pad     *jit.JumpPad
+	padAddr uint64            // where the pad's code is
 	heads   map[uint64]uint64 // covered instruction → its relocated copy
 	puns    []uint64          // int3s at covered instruction heads
 	patched bool
@@ -148,7 +149,7 @@ func New(p *inferior.Process, e *tracing.Engine, traps TrapInstaller, logf func(
 		bySlot:   make([]*jumpSite, maxSlots),
 		padTraps: map[uint64]padTrap{},
 		arenas:   map[uint64]*arena{},
-		viaTrap:  map[*tracing.Tracepoint]bool{},
+		viaTrap:  map[*tracing.Tracepoint]string{},
 		faults:   map[uint64]uint64{},
 		ringSize: DefaultRingSize,
 	}
@@ -207,20 +208,22 @@ func (in *Installer) Install(tp *tracing.Tracepoint) error {
 			return err
 		}
 	}
+	why := ""
 	if tp.Fast {
 		err := in.installJump(tp)
 		if err == nil {
-			in.logf("fast tracepoint %d at %#x: jump pad", tp.Num, tp.Addr)
+			in.logf("%s", in.placement(tp))
 			return nil
 		}
+		why = err.Error()
 		in.logf("fast tracepoint %d at %#x: trap instead of a jump: %v", tp.Num, tp.Addr, err)
-		in.engine.FastAsTrap(tp, err.Error())
+		in.engine.FastAsTrap(tp, why)
 	}
 	if err := in.traps.Install(tp); err != nil {
 		return err
 	}
 	in.mu.Lock()
-	in.viaTrap[tp] = true
+	in.viaTrap[tp] = why
 	in.mu.Unlock()
 	return nil
 }
@@ -274,11 +277,12 @@ func (in *Installer) convertToTrap(s *jumpSite) error {
 	if err := in.traps.Install(s.tp); err != nil {
 		return fmt.Errorf("fast tracepoint %d at %#x: replacing the jump by a trap: %w", s.tp.Num, s.tp.Addr, err)
 	}
+	const why = "another tracepoint shares its bytes"
 	in.mu.Lock()
-	in.viaTrap[s.tp] = true
+	in.viaTrap[s.tp] = why
 	in.mu.Unlock()
-	in.logf("fast tracepoint %d at %#x: trap instead of a jump: another tracepoint shares its bytes", s.tp.Num, s.tp.Addr)
-	in.engine.FastAsTrap(s.tp, "another tracepoint shares its bytes")
+	in.logf("fast tracepoint %d at %#x: trap instead of a jump: %s", s.tp.Num, s.tp.Addr, why)
+	in.engine.FastAsTrap(s.tp, why)
 	return nil
 }
 
@@ -286,7 +290,7 @@ func (in *Installer) convertToTrap(s *jumpSite) error {
 // still be inside it); only the jump goes.
 func (in *Installer) Remove(tp *tracing.Tracepoint) error {
 	in.mu.Lock()
-	if in.viaTrap[tp] {
+	if _, ok := in.viaTrap[tp]; ok {
 		delete(in.viaTrap, tp)
 		in.mu.Unlock()
 		return in.traps.Remove(tp)
@@ -464,7 +468,7 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 		in.faults[f.PC] = f.Recover
 	}
 	in.faultsMu.Unlock()
-	s := &jumpSite{tp: tp, slot: slot, site: site, pad: pad, heads: heads}
+	s := &jumpSite{tp: tp, slot: slot, site: site, pad: pad, padAddr: spec.Addr, heads: heads}
 
 	// Threads stopped inside the covered bytes (not at their start) go to
 	// the relocated copies; then the jump goes in.

@@ -900,6 +900,7 @@ func xmlEscape(v string) string {
 const monitorHelp = "The following monitor commands are supported:\n" +
 	"  set debug <0|1>\n    Enable general debugging messages\n" +
 	"  set remote-debug <0|1>\n    Enable remote protocol debugging messages\n" +
+	"  ftrace\n    How each installed tracepoint is placed: jump (covered bytes, pad, int3 heads) or trap, and why\n" +
 	"  exit\n    Quit gotpstub\n"
 
 func (s *Server) monitor(pkt []byte) []byte {
@@ -914,6 +915,12 @@ func (s *Server) monitor(pkt []byte) []byte {
 	switch {
 	case cmd == "help":
 		out(monitorHelp)
+	case cmd == "ftrace":
+		if s.traps == nil {
+			out("no process\n")
+		} else {
+			out(s.traps.Placements())
+		}
 	case cmd == "exit":
 		s.exitReq = true
 		_ = s.conn.Send(rsp.OK)

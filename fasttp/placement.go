@@ -1,0 +1,71 @@
+package fasttp
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"gotpstub/tracing"
+)
+
+// Placements describes how the Installer placed each tracepoint it holds,
+// a line each, by tracepoint number: a jump (the bytes and instructions it
+// covers, its pad, the int3s at covered instruction heads) or a trap (and
+// why, for a fast tracepoint). `monitor ftrace` shows it.
+func (in *Installer) Placements() string {
+	in.mu.Lock()
+	tps := make([]*tracing.Tracepoint, 0, len(in.sites)+len(in.viaTrap))
+	for tp := range in.sites {
+		tps = append(tps, tp)
+	}
+	for tp := range in.viaTrap {
+		tps = append(tps, tp)
+	}
+	in.mu.Unlock()
+	if len(tps) == 0 {
+		return "no tracepoint is installed (they are, from tstart to tstop)\n"
+	}
+	slices.SortFunc(tps, func(a, b *tracing.Tracepoint) int {
+		return cmp.Or(cmp.Compare(a.Num, b.Num), cmp.Compare(a.Addr, b.Addr))
+	})
+	var b strings.Builder
+	for _, tp := range tps {
+		b.WriteString(in.placement(tp))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// placement describes tp's placement in one line.
+func (in *Installer) placement(tp *tracing.Tracepoint) string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	head := fmt.Sprintf("tracepoint %d at %#x: ", tp.Num, tp.Addr)
+	if s := in.sites[tp]; s != nil {
+		shape := "plain jump"
+		if len(s.puns) > 0 {
+			shape = "punned jump"
+		}
+		heads := "no int3"
+		if len(s.puns) > 0 {
+			var as []string
+			for _, a := range s.puns {
+				as = append(as, fmt.Sprintf("%#x", a))
+			}
+			heads = "int3 at covered heads " + strings.Join(as, " ")
+		}
+		return head + fmt.Sprintf("%s over %d bytes (%d instructions), pad at %#x (%d bytes), %s",
+			shape, s.site.Covered, len(s.site.Insns), s.padAddr, len(s.pad.Code), heads)
+	}
+	why, ok := in.viaTrap[tp]
+	switch {
+	case !ok:
+		return head + "not installed"
+	case why == "" && !tp.Fast:
+		return head + "trap (int3): gdb's trace"
+	case why == "":
+		return head + "trap (int3)"
+	}
+	return head + "trap (int3) instead of a jump: " + why
+}
