@@ -48,6 +48,15 @@ func TestFastTraceInsertRemoveCycles(t *testing.T) {
 			fast++
 		}
 		g.mustDo("tstart")
+		if i < 2 {
+			// How the stub placed it: site3 takes a punned jump (the
+			// 3-byte add and the movq after it, an int3 at the movq).
+			placed := g.mustDo("monitor ftrace")
+			t.Logf("%s: %s", site, strings.TrimSpace(placed))
+			if site == "*site3" && !strings.Contains(placed, "punned jump") {
+				t.Fatalf("site3 did not take a punned jump: %s", placed)
+			}
+		}
 		if res, _ := g.do("-exec-continue"); !strings.HasPrefix(res, "^running") {
 			t.Fatalf("cycle %d: continue: %s", i, res)
 		}

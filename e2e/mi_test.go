@@ -99,7 +99,7 @@ func (g *miGDB) do(cmd string) (result, console string) {
 			g.t.Fatalf("gdb: no result for %q", cmd)
 		}
 		switch {
-		case strings.HasPrefix(l, "~"):
+		case strings.HasPrefix(l, "~"), strings.HasPrefix(l, "@"): // console, target output
 			con.WriteString(unquoteMI(l[1:]))
 		case strings.HasPrefix(l, "^"):
 			return l, con.String()

@@ -6,6 +6,7 @@
 //	gotpstub [OPTIONS] --multi COMM
 //	gotpstub explain HEX
 //	gotpstub check [NAME ...]
+//	gotpstub coverage [--json] FILE...
 //
 // COMM is [HOST]:PORT (TCP; an omitted host means loopback only unless
 // --listen-all is given), "stdio" or "-" (the stub's stdin/stdout), or a
@@ -35,6 +36,7 @@ const usage = `Usage:	gotpstub [OPTIONS] COMM PROG [ARGS ...]
 	gotpstub [OPTIONS] --multi COMM
 	gotpstub explain HEX
 	gotpstub check [NAME ...]
+	gotpstub coverage [--json] FILE...
 
 COMM may be HOST:PORT to listen for a TCP connection (":PORT" listens on
 the loopback interface only, unless --listen-all is given), '-' or 'stdio'
@@ -99,6 +101,12 @@ Subcommands:
 
   explain HEX           Show an agent expression (as GDB sends it in QTDP),
                         its optimised form and the generated machine code.
+  coverage [--json] FILE...
+                        Where "ftrace *ADDR" would get a jump in each ELF
+                        file (every instruction of every function, the
+                        installer's own planning; pad room modelled from
+                        the file's own mappings): a table per file and a
+                        total, or JSON Lines.
   check [NAME ...]      Check what this machine gives the stub (all checks,
                         or the named ones): debug-registers (hardware
                         breakpoints and watchpoints trap; some virtual
@@ -232,6 +240,9 @@ func run(args []string) int {
 	}
 	if len(args) > 0 && args[0] == "check" {
 		return check(args[1:])
+	}
+	if len(args) > 0 && args[0] == "coverage" {
+		return coverageCmd(args[1:])
 	}
 	if len(args) > 0 && args[0] == guard.WatchdogArg {
 		return guard.Serve(os.NewFile(3, "watchdog socket"), os.Stderr)

@@ -1,0 +1,259 @@
+// Package coverage reports where fast tracepoints can go in an ELF file:
+// for every instruction of every function, what `ftrace *ADDR` would get
+// from the code that installs them (fasttp.PlanSite and
+// fasttp.FindPadAddr): a plain jump, a punned jump (int3s at covered
+// instruction heads) or a trap, and why.
+//
+// The address space is modelled as when the file runs under the stub with
+// ASLR off: a PIE executable at 0x555555554000, a shared library (it has
+// a DT_SONAME) at 0x7ffff7c00000, a non-PIE executable at its link
+// addresses; the pad may
+// go anywhere else from 64 KiB to the top of user space. The real process
+// has more mappings (heap, other libraries, stack), so this is an upper
+// bound on pad placement; the planning itself is exact.
+package coverage
+
+import (
+	"debug/elf"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"gotpstub/fasttp"
+)
+
+// Bases where a position-independent file is modelled (gdb's ASLR-off
+// addresses on x86-64 Linux).
+const (
+	pieBase = 0x555555554000
+	libBase = 0x7ffff7c00000
+	padSize = 1024 // a pad collecting $regs with its relocated tail, rounded up
+)
+
+// Trap is an instruction that gets no jump.
+type Trap struct {
+	Addr   string `json:"addr"`
+	Reason string `json:"reason"`
+}
+
+// Report is the coverage of one file.
+type Report struct {
+	File               string `json:"file"`
+	Instructions       int    `json:"instructions"`
+	Jump               int    `json:"jump"`
+	Plain              int    `json:"plain"`
+	Punned             int    `json:"punned"`
+	Int3AtBranchTarget int    `json:"int3_at_branch_target"`
+	Entries            int    `json:"entries"`
+	EntryJump          int    `json:"entry_jump"`
+	Traps              []Trap `json:"traps"`
+	// Reasons counts the traps by reason (the reason's first words).
+	Reasons map[string]int `json:"reasons"`
+}
+
+// function is a function symbol's code: size bytes from addr, and up to
+// 20 bytes after them (a jump near the end covers the next bytes).
+type function struct {
+	addr, size uint64
+	code       []byte
+}
+
+// File computes the report of the ELF file at path.
+func File(path string) (*Report, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if f.Machine != elf.EM_X86_64 {
+		return nil, fmt.Errorf("%s: %v, not x86-64", path, f.Machine)
+	}
+	base := uint64(0)
+	switch f.Type {
+	case elf.ET_DYN:
+		base = pieBase
+		if soname, _ := f.DynString(elf.DT_SONAME); len(soname) > 0 || f.Section(".interp") == nil {
+			base = libBase // a shared library (libc has an interpreter too)
+		}
+	case elf.ET_EXEC:
+	default:
+		return nil, fmt.Errorf("%s: ELF type %v", path, f.Type)
+	}
+	funcs, err := functions(f, base)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var mapped []fasttp.Range
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD {
+			lo := (base + p.Vaddr) &^ 0xfff
+			mapped = append(mapped, fasttp.Range{Start: lo, End: (base + p.Vaddr + p.Memsz + 0xfff) &^ 0xfff})
+		}
+	}
+	free := fasttp.FreeRanges(mapped, 0x10000, 0x7ffffffff000)
+	r := &Report{File: path, Reasons: map[string]int{}}
+	targets := branchTargets(funcs)
+	for _, fn := range funcs {
+		r.function(fn, free, targets)
+	}
+	return r, nil
+}
+
+// functions returns the code of every sized function symbol in an
+// executable section, at its modelled address, without duplicates. The
+// code is read from the loadable segment holding it, so the bytes after
+// a function (a jump there covers some) are what the process has there.
+func functions(f *elf.File, base uint64) ([]function, error) {
+	syms, err := f.Symbols()
+	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
+		return nil, err
+	}
+	dyn, _ := f.DynamicSymbols()
+	seen := map[uint64]bool{}
+	segs := map[*elf.Prog][]byte{} // each segment read once
+	var out []function
+	for _, s := range append(syms, dyn...) {
+		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Size == 0 || s.Section == elf.SHN_UNDEF || seen[s.Value] ||
+			int(s.Section) >= len(f.Sections) || f.Sections[s.Section].Flags&elf.SHF_EXECINSTR == 0 {
+			continue
+		}
+		p := segmentOf(f, s.Value)
+		if p == nil {
+			continue
+		}
+		if segs[p] == nil {
+			data := make([]byte, p.Filesz)
+			if _, err := p.ReadAt(data, 0); err != nil {
+				continue
+			}
+			segs[p] = data
+		}
+		data := segs[p]
+		off := s.Value - p.Vaddr
+		if off+s.Size > uint64(len(data)) {
+			continue
+		}
+		seen[s.Value] = true
+		end := min(uint64(len(data)), off+s.Size+20)
+		out = append(out, function{addr: base + s.Value, size: s.Size, code: data[off:end:end]})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].addr < out[j].addr })
+	return out, nil
+}
+
+// segmentOf returns the PT_LOAD segment whose file bytes hold addr.
+func segmentOf(f *elf.File, addr uint64) *elf.Prog {
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && addr >= p.Vaddr && addr < p.Vaddr+p.Filesz {
+			return p
+		}
+	}
+	return nil
+}
+
+// decodeAll decodes fn's instructions in order; it stops at the first
+// byte sequence it cannot decode (data in code, or an instruction the
+// decoder refuses), returning what came before and that address.
+func decodeAll(fn function) (insns []fasttp.Insn, stuck uint64, stuckErr error) {
+	for off := uint64(0); off < fn.size; {
+		in, err := fasttp.DecodeInsn(fn.code[off:], fn.addr+off)
+		if err != nil {
+			return insns, fn.addr + off, err
+		}
+		insns = append(insns, in)
+		off += uint64(in.Len)
+	}
+	return insns, 0, nil
+}
+
+// branchTargets returns the targets of the direct branches and calls of
+// every function, and the function entries: the places a thread may
+// arrive at other than by falling through.
+func branchTargets(funcs []function) map[uint64]bool {
+	t := map[uint64]bool{}
+	for _, fn := range funcs {
+		t[fn.addr] = true
+		insns, _, _ := decodeAll(fn)
+		for _, in := range insns {
+			if in.RelSize != 0 {
+				t[in.Target] = true
+			}
+		}
+	}
+	return t
+}
+
+// function adds fn's instructions to r.
+func (r *Report) function(fn function, free []fasttp.Range, targets map[uint64]bool) {
+	insns, stuck, err := decodeAll(fn)
+	for i, in := range insns {
+		entry := i == 0
+		r.Instructions++
+		if entry {
+			r.Entries++
+		}
+		off := in.Addr - fn.addr
+		site, err := fasttp.PlanSite(fn.code[off:], in.Addr)
+		if err == nil {
+			_, err = fasttp.FindPadAddr(site, free, padSize)
+		}
+		if err != nil {
+			r.trap(in.Addr, err)
+			continue
+		}
+		r.Jump++
+		if entry {
+			r.EntryJump++
+		}
+		if len(site.Puns) == 0 {
+			r.Plain++
+			continue
+		}
+		r.Punned++
+		for _, p := range site.Puns {
+			if targets[in.Addr+uint64(p)] {
+				r.Int3AtBranchTarget++
+				break
+			}
+		}
+	}
+	if err != nil {
+		// The rest of the function could not be decoded: one trap for
+		// the place it stopped (its instructions are not counted).
+		r.Instructions++
+		r.trap(stuck, err)
+	}
+}
+
+// trap records a trap at addr and why.
+func (r *Report) trap(addr uint64, err error) {
+	why := err.Error()
+	// "plan site 0x...: site refused: X" → "X"; keep the cause.
+	if i := strings.LastIndex(why, ": "); i >= 0 && strings.HasPrefix(why, "plan site ") {
+		why = why[strings.Index(why, ": ")+2:]
+	}
+	r.Traps = append(r.Traps, Trap{Addr: fmt.Sprintf("%#x", addr), Reason: why})
+	r.Reasons[reasonKey(why)]++
+}
+
+// reasonKey is a reason without its addresses and numbers, for counting.
+func reasonKey(why string) string {
+	f := strings.FieldsFunc(why, func(r rune) bool { return r == ' ' })
+	var kept []string
+	for _, w := range f {
+		if strings.HasPrefix(w, "0x") || strings.IndexFunc(w, func(r rune) bool { return r >= '0' && r <= '9' }) == 0 {
+			continue
+		}
+		kept = append(kept, w)
+	}
+	return strings.Join(kept, " ")
+}
+
+// Percent returns n as a percentage of total (0 when total is 0).
+func Percent(n, total int) float64 {
+	if total == 0 {
+		return 0
+	}
+	return 100 * float64(n) / float64(total)
+}
