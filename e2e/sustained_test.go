@@ -83,7 +83,7 @@ func TestFastTraceInterruptUnderLoad(t *testing.T) {
 		"ftrace hit", "actions", "collect $regs", "end",
 		"tstart", "continue", "tstatus", "tstop", "kill",
 	}, "\n"))
-	if !waitFor(60*time.Second, func() bool { return strings.Contains(stub.output.String(), "jump pad") }) {
+	if !waitFor(60*time.Second, func() bool { return strings.Contains(stub.output.String(), " jump over ") }) {
 		t.Fatalf("the fast tracepoint was not placed; stub output:\n%s", stub.output.String())
 	}
 	time.Sleep(1500 * time.Millisecond) // under load
@@ -196,7 +196,8 @@ func TestFastTraceLoopingConditionStopsRun(t *testing.T) {
 	if !waitFor(30*time.Second, func() bool { return strings.Contains(stub.output.String(), "total hits") }) {
 		t.Fatalf("program did not finish; stub output:\n%s", stub.output.String())
 	}
-	mustContain(t, stub.output.String(), "total hits 8000", "fast tracepoint 9 at 0x"+addr+": jump pad")
+	mustContain(t, stub.output.String(), "total hits 8000")
+	mustMatch(t, stub.output.String(), "tracepoint 9 at 0x"+addr+": (plain|punned) jump over ")
 	mustMatch(t, out, `Trace stopped by an error \(fast tracepoint 9: too many backward jumps \(a loop\?\), tracepoint 9\)`)
 }
 
@@ -283,7 +284,7 @@ func TestProgramOutlivesKilledStub(t *testing.T) {
 				"ftrace hit", "actions", "collect id", "end",
 				"tstart", "continue",
 			}, "\n"))
-			if !waitFor(60*time.Second, func() bool { return strings.Contains(stub.output.String(), "jump pad") }) {
+			if !waitFor(60*time.Second, func() bool { return strings.Contains(stub.output.String(), " jump over ") }) {
 				t.Fatalf("the fast tracepoint was not placed; stub output:\n%s", stub.output.String())
 			}
 			time.Sleep(200 * time.Millisecond) // the threads are hitting it (2 ms pause every 100 hits)
@@ -329,7 +330,7 @@ func TestFastTraceFramesSurviveKilledGDB(t *testing.T) {
 		"ftrace hit", "actions", "collect id", "end",
 		"tstart", "continue",
 	}, "\n"))
-	if !waitFor(60*time.Second, func() bool { return strings.Contains(stub.output.String(), "jump pad") }) {
+	if !waitFor(60*time.Second, func() bool { return strings.Contains(stub.output.String(), " jump over ") }) {
 		t.Fatalf("the fast tracepoint was not placed; stub output:\n%s", stub.output.String())
 	}
 	time.Sleep(300 * time.Millisecond)

@@ -39,7 +39,17 @@
 // memory reads and layered under breakpoints, so a gdb breakpoint at the
 // tracepoint address works and stepping over it enters the pad (the hit is
 // collected, as with gdbserver). Removal takes the puns' traps out, then the
-// patch. Non-stop mode (inserting while other threads run) is not
+// patch.
+//
+// A gdb breakpoint (software or hardware) on a covered instruction other
+// than the first would not be hit while the jump is in (threads run the
+// relocated copy), so the server tells the installer of each one
+// (BreakpointInserted, BreakpointRemoved, breakpoints.go): the jump
+// becomes a trap tracepoint while such a breakpoint is there (tstatus'
+// notes say so) and is placed again, in the same table slot, at the first
+// stop after the last one went where no thread is stopped inside the
+// covered bytes (gdb stepping over the breakpoint takes it out for one
+// step). Non-stop mode (inserting while other threads run) is not
 // supported by the stub at all.
 //
 // # Hit path (jit.BuildJumpPadAMD64, see jit's package doc)
@@ -111,8 +121,6 @@
 //
 // # Known gaps
 //
-//   - A gdb breakpoint on a covered instruction other than the first is not
-//     hit while the jump is in place (the relocated copy runs instead).
 //   - Punned instruction heads are int3s: a thread that jumps straight to
 //     one pays a ptrace stop, and dies of SIGTRAP if the stub is gone (the
 //     int3 is a byte of the jump's displacement: the watchdog of package

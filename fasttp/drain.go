@@ -244,6 +244,7 @@ func (in *Installer) StartRun() {
 	}
 	in.nextSlot = 0
 	clear(in.bySlot)
+	clear(in.slots)
 	if want := in.laneSize(); want > in.lanes.laneSize {
 		// gdb asked for a larger trace buffer: larger lanes. No pad
 		// refers to the old ones any more (none is placed).

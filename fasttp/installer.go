@@ -67,6 +67,9 @@ type Installer struct {
 	areas    []Range                        // every range of pad memory (Stabilize)
 	viaTrap  map[*tracing.Tracepoint]string // trap tracepoints: why a fast one is a trap ("" for gdb's trace)
 	pending  []*jumpSite                    // unpatching requested while the process could not be patched
+	slots    map[*tracing.Tracepoint]uint32 // each placed tracepoint's table slot, kept when it becomes a trap for a while
+	breaks   map[uint64]int                 // gdb's breakpoints (software and hardware) by address, counted
+	heldBack map[*tracing.Tracepoint]bool   // fast tracepoints that are traps because of a breakpoint in their bytes
 	hookMem  memory                         // the stopped thread's memory while a hook runs
 	// async is set while the drainer goroutine feeds the engine: the
 	// process may be running, so removals wait for Flush.
@@ -150,6 +153,9 @@ func New(p *inferior.Process, e *tracing.Engine, traps TrapInstaller, logf func(
 		padTraps: map[uint64]padTrap{},
 		arenas:   map[uint64]*arena{},
 		viaTrap:  map[*tracing.Tracepoint]string{},
+		slots:    map[*tracing.Tracepoint]uint32{},
+		breaks:   map[uint64]int{},
+		heldBack: map[*tracing.Tracepoint]bool{},
 		faults:   map[uint64]uint64{},
 		ringSize: DefaultRingSize,
 	}
@@ -208,7 +214,7 @@ func (in *Installer) Install(tp *tracing.Tracepoint) error {
 			return err
 		}
 	}
-	why := ""
+	why, heldBack := "", false
 	if tp.Fast {
 		err := in.installJump(tp)
 		if err == nil {
@@ -216,6 +222,7 @@ func (in *Installer) Install(tp *tracing.Tracepoint) error {
 			return nil
 		}
 		why = err.Error()
+		_, heldBack = errors.AsType[*heldBackError](err)
 		in.logf("fast tracepoint %d at %#x: trap instead of a jump: %v", tp.Num, tp.Addr, err)
 		in.engine.FastAsTrap(tp, why)
 	}
@@ -224,6 +231,9 @@ func (in *Installer) Install(tp *tracing.Tracepoint) error {
 	}
 	in.mu.Lock()
 	in.viaTrap[tp] = why
+	if heldBack {
+		in.heldBack[tp] = true
+	}
 	in.mu.Unlock()
 	return nil
 }
@@ -265,9 +275,16 @@ func (in *Installer) trapsWithin(addr, n uint64) bool {
 	return false
 }
 
-// convertToTrap replaces a placed jump by a trap for the same tracepoint.
-// Records its pad already wrote are still drained and counted.
+// convertToTrap replaces a placed jump by a trap for the same tracepoint
+// because another tracepoint shares its bytes.
 func (in *Installer) convertToTrap(s *jumpSite) error {
+	return in.convertToTrapFor(s, "another tracepoint shares its bytes")
+}
+
+// convertToTrapFor replaces a placed jump by a trap for the same
+// tracepoint, for the reason why. Records its pad already wrote are still
+// drained and counted.
+func (in *Installer) convertToTrapFor(s *jumpSite, why string) error {
 	in.mu.Lock()
 	delete(in.sites, s.tp)
 	in.mu.Unlock()
@@ -277,7 +294,6 @@ func (in *Installer) convertToTrap(s *jumpSite) error {
 	if err := in.traps.Install(s.tp); err != nil {
 		return fmt.Errorf("fast tracepoint %d at %#x: replacing the jump by a trap: %w", s.tp.Num, s.tp.Addr, err)
 	}
-	const why = "another tracepoint shares its bytes"
 	in.mu.Lock()
 	in.viaTrap[s.tp] = why
 	in.mu.Unlock()
@@ -292,6 +308,7 @@ func (in *Installer) Remove(tp *tracing.Tracepoint) error {
 	in.mu.Lock()
 	if _, ok := in.viaTrap[tp]; ok {
 		delete(in.viaTrap, tp)
+		delete(in.heldBack, tp)
 		in.mu.Unlock()
 		return in.traps.Remove(tp)
 	}
@@ -327,6 +344,7 @@ func (in *Installer) Flush() {
 	for _, s := range pending {
 		_ = in.unpatch(s)
 	}
+	in.placeHeldBack()
 }
 
 func (in *Installer) unpatch(s *jumpSite) error {
@@ -381,6 +399,9 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	if err != nil {
 		return err
 	}
+	if at, ok := in.breakInside(tp.Addr, uint64(site.Covered)); ok {
+		return &heldBackError{at: at}
+	}
 	if in.trapsWithin(tp.Addr, uint64(site.Covered)) {
 		return errors.New("another tracepoint shares its bytes")
 	}
@@ -398,10 +419,13 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	if err := in.ensureCtlLocked(); err != nil {
 		return err
 	}
-	if in.nextSlot >= maxSlots {
+	slot, reused := in.slots[tp]
+	if !reused && in.nextSlot >= maxSlots {
 		return errors.New("tracepoint table full")
 	}
-	slot := in.nextSlot
+	if !reused {
+		slot = in.nextSlot
+	}
 
 	// Size the pad, then place it and its relocated tail in an arena.
 	spec := jit.PadSpec{
@@ -462,7 +486,11 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	if err := in.proc.WriteMemory(base, img); err != nil {
 		return fmt.Errorf("writing the pad: %w", err)
 	}
-	in.lanes.writeSlot(slot, uint64(tp.PassCount))
+	if !reused {
+		// A slot reused by a tracepoint placed again keeps its
+		// counters (hits towards the passcount).
+		in.lanes.writeSlot(slot, uint64(tp.PassCount))
+	}
 	in.faultsMu.Lock()
 	for _, f := range pad.Faults {
 		in.faults[f.PC] = f.Recover
@@ -501,7 +529,10 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 		s.puns = append(s.puns, head)
 		in.padTraps[head] = padTrap{site: s, kind: trapPun}
 	}
-	in.nextSlot++
+	if !reused {
+		in.nextSlot++
+		in.slots[tp] = slot
+	}
 	in.sites[tp] = s
 	in.bySlot[slot] = s
 	in.setActiveLocked(true)

@@ -518,8 +518,20 @@ func (s *Server) insertBreakpoint(pkt []byte) []byte {
 	if c := s.heldChild(); c != 0 {
 		return s.heldBreakpointPacket(c, kind, addr, size, true)
 	}
+	exec := kind == inferior.SoftwareBreakpoint || kind == inferior.HardwareBreakpoint
+	if exec {
+		// A fast tracepoint's jump over addr becomes a trap first.
+		if err := s.traps.BreakpointInserted(addr); err != nil {
+			s.logf("Z %x: %v", addr, err)
+			s.traps.BreakpointRemoved(addr)
+			return errReply(errMemory)
+		}
+	}
 	if err := s.proc.InsertBreakpoint(kind, addr, size); err != nil {
 		s.logf("Z %x: %v", addr, err)
+		if exec {
+			s.traps.BreakpointRemoved(addr)
+		}
 		return errReply(errMemory)
 	}
 	return rsp.OK
@@ -539,6 +551,9 @@ func (s *Server) removeBreakpoint(pkt []byte) []byte {
 	if err := s.proc.RemoveBreakpoint(kind, addr, size); err != nil {
 		s.logf("z %x: %v", addr, err)
 		return errReply(errMemory)
+	}
+	if kind == inferior.SoftwareBreakpoint || kind == inferior.HardwareBreakpoint {
+		s.traps.BreakpointRemoved(addr)
 	}
 	return rsp.OK
 }

@@ -163,6 +163,15 @@ func (e *Engine) FastAsTrap(tp *Tracepoint, why string) {
 	e.asTraps[tp.Num] = why
 }
 
+// FastPlaced withdraws what FastAsTrap recorded: the Installer has put
+// fast tracepoint tp in as a jump after all (a gdb breakpoint that kept
+// it a trap is gone).
+func (e *Engine) FastPlaced(tp *Tracepoint) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.asTraps, tp.Num)
+}
+
 // RegBlockSize returns the size of a frame's register block ('R'), the
 // g packet's.
 func (e *Engine) RegBlockSize() int {

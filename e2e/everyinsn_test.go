@@ -1,0 +1,101 @@
+package e2e
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// everyInsnScript is gdb Python run in one session on testdata/everyinsn.c
+// stopped at round_done: for every instruction of the functions named, it
+// puts one tracepoint of the kind given (trace or ftrace) there, runs one
+// round of the program (tstart, continue to round_done, tstop) and prints
+// "RESULT kind address frames sum placement".
+const everyInsnScript = `python
+import re
+def insns(name):
+    addr = int(gdb.parse_and_eval("(long)&" + name))
+    b = gdb.current_progspace().block_for_pc(addr)
+    while b.function is None:
+        b = b.superblock
+    arch = gdb.selected_frame().architecture()
+    return [i["addr"] for i in arch.disassemble(b.start, b.end - 1)]
+
+def one(kind, addr):
+    gdb.execute("%s *%d" % (kind, addr), to_string=True)
+    gdb.execute("tstart", to_string=True)
+    placed = gdb.execute("monitor ftrace", to_string=True).strip().splitlines()[0]
+    gdb.execute("continue", to_string=True)
+    s = int(gdb.parse_and_eval("sum"))
+    gdb.execute("tstop", to_string=True)
+    st = gdb.execute("tstatus", to_string=True)
+    m = re.search(r"Collected (\d+) trace frames", st)
+    gdb.execute("delete tracepoints", to_string=True)
+    print("RESULT %s %#x %s %d %s" % (kind, addr, m.group(1) if m else "?", s, placed))
+
+for fn in FUNCTIONS:
+    for a in insns(fn):
+        for kind in ("trace", "ftrace"):
+            one(kind, a)
+end`
+
+// A tracepoint at every instruction of several functions (a jump table,
+// loops, calls, a leaf, ret sites), one at a time: with a fast tracepoint
+// the program computes what it computes untraced, and each one counts as
+// many hits as a trap tracepoint at the same address (issue 9, item 5).
+func TestFastTraceEveryInstruction(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gotpstub's monitor command")
+	}
+	prog := buildC(t, t.TempDir()+"/everyinsn", []string{"everyinsn.c"}, "-O2")
+	stub := startStub(t, []string{"--once"}, prog, "100000")
+	script := strings.Join([]string{
+		"target remote " + stub.target(),
+		"break round_done",
+		"continue",
+		`print sum`,
+		strings.Replace(everyInsnScript, "FUNCTIONS", `("leaf", "dispatch", "work")`, 1),
+		"kill",
+	}, "\n")
+	out := runGDB(t, gdbSession{program: prog, commands: []string{script}})
+	ref := mustMatch(t, out, `\$1 = (-?\d+)`)
+	if ref == nil {
+		return
+	}
+	type result struct {
+		frames int
+		sum    string
+		placed string
+	}
+	byKind := map[string]map[string]result{"trace": {}, "ftrace": {}}
+	re := regexp.MustCompile(`(?m)^RESULT (\w+) (0x[0-9a-f]+) (\d+) (-?\d+) (.*)$`)
+	for _, m := range re.FindAllStringSubmatch(out, -1) {
+		n, _ := strconv.Atoi(m[3])
+		byKind[m[1]][m[2]] = result{frames: n, sum: m[4], placed: m[5]}
+	}
+	traps, fast := byKind["trace"], byKind["ftrace"]
+	if len(fast) < 60 || len(fast) != len(traps) {
+		t.Fatalf("%d fast and %d trap results, want the same number (at least 60)", len(fast), len(traps))
+	}
+	jumps, hit := 0, 0
+	for addr, f := range fast {
+		tr := traps[addr]
+		if f.sum != ref[1] || tr.sum != ref[1] {
+			t.Errorf("%s: round sum %s with ftrace, %s with trace, want %s", addr, f.sum, tr.sum, ref[1])
+		}
+		if f.frames != tr.frames {
+			t.Errorf("%s: %d frames with ftrace (%s), %d with trace", addr, f.frames, f.placed, tr.frames)
+		}
+		if strings.Contains(f.placed, " jump over ") {
+			jumps++
+			if f.frames > 0 {
+				hit++
+			}
+		}
+	}
+	t.Logf("%d instructions: %d with a jump (%d of them executed in a round)", len(fast), jumps, hit)
+	if jumps < len(fast)*3/4 || hit < 20 {
+		t.Errorf("only %d of %d instructions got a jump (%d executed): the test would not exercise jumps", jumps, len(fast), hit)
+	}
+}

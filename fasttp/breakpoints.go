@@ -1,0 +1,142 @@
+package fasttp
+
+import (
+	"fmt"
+
+	"gotpstub/tracing"
+)
+
+// gdb's breakpoints in a jump's covered bytes.
+//
+// While a jump is in, threads run the relocated copies of the instructions
+// it covers, so a gdb breakpoint on one of them other than the first
+// would never be hit (and its int3 would land in the jump's displacement).
+// A fast tracepoint whose covered bytes hold such a breakpoint is
+// therefore a trap tracepoint for as long as the breakpoint is there
+// (tstatus' notes say why); when the last one goes, its jump is placed
+// again, in the same tracepoint table slot. A breakpoint at the
+// tracepoint's own address needs nothing: stepping over it enters the pad.
+
+// heldBackError says that a gdb breakpoint lies inside the bytes a jump
+// would cover.
+type heldBackError struct{ at uint64 }
+
+func (e *heldBackError) Error() string {
+	return fmt.Sprintf("gdb's breakpoint at %#x is inside the instructions the jump would cover", e.at)
+}
+
+// breakInside returns a gdb breakpoint in (addr, addr+n): after the first
+// byte, within the covered bytes.
+func (in *Installer) breakInside(addr, n uint64) (uint64, bool) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for a := range in.breaks {
+		if a > addr && a < addr+n {
+			return a, true
+		}
+	}
+	return 0, false
+}
+
+// BreakpointInserted is told before gdb's breakpoint (software or
+// hardware) goes in at addr, with every thread stopped: a jump covering
+// addr after its first instruction becomes a trap.
+func (in *Installer) BreakpointInserted(addr uint64) error {
+	in.mu.Lock()
+	in.breaks[addr]++
+	in.mu.Unlock()
+	for _, s := range in.jumpsCovering(addr, 1) {
+		if s.tp.Addr == addr {
+			continue
+		}
+		err := in.convertToTrapFor(s, (&heldBackError{at: addr}).Error())
+		if err != nil {
+			return err
+		}
+		in.mu.Lock()
+		in.heldBack[s.tp] = true
+		in.mu.Unlock()
+	}
+	return nil
+}
+
+// BreakpointRemoved is told after gdb's breakpoint at addr went (or
+// failed to go in), with every thread stopped: fast tracepoints it held
+// back as traps get their jumps again when nothing else holds them.
+func (in *Installer) BreakpointRemoved(addr uint64) {
+	in.mu.Lock()
+	if in.breaks[addr]--; in.breaks[addr] <= 0 {
+		delete(in.breaks, addr)
+	}
+	in.mu.Unlock()
+	in.placeHeldBack()
+}
+
+// placeHeldBack puts the fast tracepoints held back as traps in as jumps
+// again where no breakpoint is in their bytes any more and no thread is
+// stopped inside them (gdb stepping over a breakpoint there removes it
+// for one step: the jump waits for the next stop, see Flush).
+func (in *Installer) placeHeldBack() {
+	in.mu.Lock()
+	var held []*tracing.Tracepoint
+	for tp := range in.heldBack {
+		held = append(held, tp)
+	}
+	in.mu.Unlock()
+	for _, tp := range held {
+		if in.mayPlaceAgain(tp) {
+			in.placeAgain(tp)
+		}
+	}
+}
+
+// mayPlaceAgain reports whether the bytes tp's jump would cover hold no
+// gdb breakpoint and no stopped thread (after their first byte).
+func (in *Installer) mayPlaceAgain(tp *tracing.Tracepoint) bool {
+	code := make([]byte, 32)
+	n, _ := in.proc.ReadMemory(tp.Addr, code)
+	site, err := PlanSite(code[:n], tp.Addr)
+	if err != nil {
+		return true // installJump says why, once more
+	}
+	end := tp.Addr + uint64(site.Covered)
+	if _, ok := in.breakInside(tp.Addr, uint64(site.Covered)); ok {
+		return false
+	}
+	inside := false
+	err = in.proc.RelocatePCs(func(_ int, pc uint64) (uint64, bool) {
+		inside = inside || (pc > tp.Addr && pc < end)
+		return 0, false
+	})
+	return err == nil && !inside
+}
+
+// placeAgain puts fast tracepoint tp, a trap because of a breakpoint,
+// back in as a jump; if it cannot, tp stays a trap (the reason is
+// logged and in tstatus' notes).
+func (in *Installer) placeAgain(tp *tracing.Tracepoint) {
+	if err := in.traps.Remove(tp); err != nil {
+		in.logf("fast tracepoint %d at %#x: taking the trap out: %v", tp.Num, tp.Addr, err)
+		return
+	}
+	in.mu.Lock()
+	delete(in.viaTrap, tp) // not "another tracepoint" to installJump
+	delete(in.heldBack, tp)
+	in.mu.Unlock()
+	err := in.installJump(tp)
+	if err != nil {
+		in.mu.Lock()
+		in.viaTrap[tp] = err.Error()
+		in.mu.Unlock()
+	}
+	if err == nil {
+		in.engine.FastPlaced(tp)
+		in.logf("%s", in.placement(tp))
+		return
+	}
+	in.engine.FastAsTrap(tp, err.Error())
+	in.logf("fast tracepoint %d at %#x: trap instead of a jump: %v", tp.Num, tp.Addr, err)
+	if err := in.traps.Install(tp); err != nil {
+		in.logf("fast tracepoint %d at %#x: putting the trap back: %v", tp.Num, tp.Addr, err)
+	}
+}
