@@ -45,9 +45,16 @@ type Report struct {
 	Plain              int    `json:"plain"`
 	Punned             int    `json:"punned"`
 	Int3AtBranchTarget int    `json:"int3_at_branch_target"`
-	Entries            int    `json:"entries"`
-	EntryJump          int    `json:"entry_jump"`
-	Traps              []Trap `json:"traps"`
+	// Padding counts jumps that end in alignment padding after a ret or
+	// jmp (fasttp.Site.Dead); BranchTargetOverwritten counts jumps whose
+	// bytes (other than an int3 pun) hold a known branch target or
+	// function entry: it must be 0.
+	Padding                 int    `json:"padding"`
+	Prefixed                int    `json:"prefixed"` // punned jumps with prefixes (fasttp.PaddedSites)
+	BranchTargetOverwritten int    `json:"branch_target_overwritten"`
+	Entries                 int    `json:"entries"`
+	EntryJump               int    `json:"entry_jump"`
+	Traps                   []Trap `json:"traps"`
 	// Reasons counts the traps by reason (the reason's first words).
 	Reasons map[string]int `json:"reasons"`
 }
@@ -194,10 +201,7 @@ func (r *Report) function(fn function, free []fasttp.Range, targets map[uint64]b
 			r.Entries++
 		}
 		off := in.Addr - fn.addr
-		site, err := fasttp.PlanSite(fn.code[off:], in.Addr)
-		if err == nil {
-			_, err = fasttp.FindPadAddr(site, free, padSize)
-		}
+		site, err := placeSite(fn.code[off:], in.Addr, free)
 		if err != nil {
 			r.trap(in.Addr, err)
 			continue
@@ -205,6 +209,15 @@ func (r *Report) function(fn function, free []fasttp.Range, targets map[uint64]b
 		r.Jump++
 		if entry {
 			r.EntryJump++
+		}
+		if site.Dead > 0 {
+			r.Padding++
+		}
+		if site.Prefix > 0 {
+			r.Prefixed++
+		}
+		if overwritesTarget(site, targets) {
+			r.BranchTargetOverwritten++
 		}
 		if len(site.Puns) == 0 {
 			r.Plain++
@@ -224,6 +237,40 @@ func (r *Report) function(fn function, free []fasttp.Range, targets map[uint64]b
 		r.Instructions++
 		r.trap(stuck, err)
 	}
+}
+
+// placeSite plans the jump at addr as the installer does: PlanSite, and
+// when no pad address suits its puns, the prefix-padded variants.
+func placeSite(code []byte, addr uint64, free []fasttp.Range) (fasttp.Site, error) {
+	site, err := fasttp.PlanSite(code, addr)
+	if err != nil {
+		return site, err
+	}
+	_, err = fasttp.FindPadAddr(site, free, padSize)
+	for _, alt := range fasttp.PaddedSites(code, site) {
+		if err == nil {
+			break
+		}
+		if _, e := fasttp.FindPadAddr(alt, free, padSize); e == nil {
+			site, err = alt, nil
+		}
+	}
+	return site, err
+}
+
+// overwritesTarget reports whether the jump planned at site replaces the
+// byte at a known branch target or function entry with anything but an
+// int3 pun (a thread arriving there would run the jump's bytes).
+func overwritesTarget(site fasttp.Site, targets map[uint64]bool) bool {
+	for off := 1; off < site.Covered; off++ {
+		if !targets[site.Addr+uint64(off)] {
+			continue
+		}
+		if _, pun := site.Forced[off-site.Prefix-1]; !pun || off <= site.Prefix {
+			return true
+		}
+	}
+	return false
 }
 
 // trap records a trap at addr and why.

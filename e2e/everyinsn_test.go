@@ -44,11 +44,28 @@ end`
 // loops, calls, a leaf, ret sites), one at a time: with a fast tracepoint
 // the program computes what it computes untraced, and each one counts as
 // many hits as a trap tracepoint at the same address (issue 9, item 5).
+// The non-PIE build sits at low addresses, where most punned jumps need
+// prefixes (fasttp.PaddedSites) to find a pad.
 func TestFastTraceEveryInstruction(t *testing.T) {
 	if isGdbserver(stubPath(t)) {
 		t.Skip("gotpstub's monitor command")
 	}
-	prog := buildC(t, t.TempDir()+"/everyinsn", []string{"everyinsn.c"}, "-O2")
+	for _, c := range []struct {
+		name     string
+		flags    []string
+		prefixed bool // some jumps must have prefixes
+	}{
+		{"pie", []string{"-O2"}, false},
+		{"nopie", []string{"-O2", "-no-pie"}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			prog := buildC(t, t.TempDir()+"/everyinsn", []string{"everyinsn.c"}, c.flags...)
+			everyInstruction(t, prog, c.prefixed)
+		})
+	}
+}
+
+func everyInstruction(t *testing.T, prog string, prefixed bool) {
 	stub := startStub(t, []string{"--once"}, prog, "100000")
 	script := strings.Join([]string{
 		"target remote " + stub.target(),
@@ -78,7 +95,7 @@ func TestFastTraceEveryInstruction(t *testing.T) {
 	if len(fast) < 60 || len(fast) != len(traps) {
 		t.Fatalf("%d fast and %d trap results, want the same number (at least 60)", len(fast), len(traps))
 	}
-	jumps, hit := 0, 0
+	jumps, hit, withPrefix := 0, 0, 0
 	for addr, f := range fast {
 		tr := traps[addr]
 		if f.sum != ref[1] || tr.sum != ref[1] {
@@ -87,6 +104,9 @@ func TestFastTraceEveryInstruction(t *testing.T) {
 		if f.frames != tr.frames {
 			t.Errorf("%s: %d frames with ftrace (%s), %d with trace", addr, f.frames, f.placed, tr.frames)
 		}
+		if strings.Contains(f.placed, " prefix bytes") {
+			withPrefix++
+		}
 		if strings.Contains(f.placed, " jump over ") {
 			jumps++
 			if f.frames > 0 {
@@ -94,7 +114,10 @@ func TestFastTraceEveryInstruction(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d instructions: %d with a jump (%d of them executed in a round)", len(fast), jumps, hit)
+	t.Logf("%d instructions: %d with a jump (%d of them executed in a round, %d with prefixes)", len(fast), jumps, hit, withPrefix)
+	if prefixed && withPrefix == 0 {
+		t.Error("no jump with prefixes: the test does not exercise them")
+	}
 	if jumps < len(fast)*3/4 || hit < 20 {
 		t.Errorf("only %d of %d instructions got a jump (%d executed): the test would not exercise jumps", jumps, len(fast), hit)
 	}

@@ -30,6 +30,10 @@ func (e *heldBackError) Error() string {
 func (in *Installer) breakInside(addr, n uint64) (uint64, bool) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	return in.breakInsideLocked(addr, n)
+}
+
+func (in *Installer) breakInsideLocked(addr, n uint64) (uint64, bool) {
 	for a := range in.breaks {
 		if a > addr && a < addr+n {
 			return a, true

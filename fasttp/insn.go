@@ -760,3 +760,26 @@ func (d *decoder) decodeMap0F() error {
 	}
 	return nil
 }
+
+// IsNop reports whether the instruction is a nop: 0x90 (not xchg with
+// r8: no REX.B) or 0f 1f /0, with operand-size or segment prefixes only.
+func (in Insn) IsNop() bool {
+	if in.Encoding != EncLegacy || in.REX&1 != 0 {
+		return false
+	}
+	for _, p := range in.Bytes[:in.PrefixLen] {
+		switch p {
+		case 0x66, 0x2e, 0x3e, 0x26, 0x36, 0x64, 0x65:
+		default:
+			return false
+		}
+	}
+	op := in.Bytes[in.OpcodeOffset:]
+	switch {
+	case op[0] == 0x90:
+		return in.PrefixLen == 0 || in.Bytes[0] == 0x66
+	case len(op) > 2 && op[0] == 0x0f && op[1] == 0x1f:
+		return in.ModRMOffset > 0 && in.Bytes[in.ModRMOffset]>>3&7 == 0
+	}
+	return false
+}

@@ -248,11 +248,23 @@ func (in *Installer) faultHook(_ int, pc uint64, _ int, _ uint64) (uint64, bool)
 	return to, ok
 }
 
+// conflictLocked reports whether site's covered bytes hold a gdb
+// breakpoint (after the first byte), a trap tracepoint or another jump.
+func (in *Installer) conflictLocked(site Site) bool {
+	_, brk := in.breakInsideLocked(site.Addr, uint64(site.Covered))
+	return brk || in.trapsWithinLocked(site.Addr, uint64(site.Covered)) ||
+		len(in.jumpsCoveringLocked(site.Addr, uint64(site.Covered))) > 0
+}
+
 // jumpsCovering returns the placed jumps whose covered bytes overlap
 // [addr, addr+n).
 func (in *Installer) jumpsCovering(addr, n uint64) []*jumpSite {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	return in.jumpsCoveringLocked(addr, n)
+}
+
+func (in *Installer) jumpsCoveringLocked(addr, n uint64) []*jumpSite {
 	var out []*jumpSite
 	for _, s := range in.sites {
 		if s.tp.Addr < addr+n && addr < s.tp.Addr+uint64(s.site.Covered) {
@@ -267,6 +279,10 @@ func (in *Installer) jumpsCovering(addr, n uint64) []*jumpSite {
 func (in *Installer) trapsWithin(addr, n uint64) bool {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	return in.trapsWithinLocked(addr, n)
+}
+
+func (in *Installer) trapsWithinLocked(addr, n uint64) bool {
 	for tp := range in.viaTrap {
 		if tp.Addr >= addr && tp.Addr < addr+n {
 			return true
@@ -448,15 +464,28 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 		return fmt.Errorf("building the pad: %w", err)
 	}
 	padLen := align16(uint64(len(probe.Code)))
-	size := padLen + 16*uint64(len(site.Insns)+1) + 64
+	sizeFor := func(s Site) uint64 { return padLen + 16*uint64(len(s.Insns)+1) + 64 }
+	size := sizeFor(site)
 	var base uint64
 	if len(site.Puns) == 0 {
 		base, err = in.arenaSpaceLocked(tp.Addr, size)
 	} else {
 		// The jump's displacement must carry int3 bytes where later
 		// covered instructions start: the pad goes to an address that
-		// makes it so, in memory of its own.
+		// makes it so, in memory of its own; failing that, a jump with
+		// prefixes moves those bytes (PaddedSites).
 		base, err = in.punnedPadAddr(site, size)
+		for _, alt := range PaddedSites(code[:n], site) {
+			if err == nil {
+				break
+			}
+			if in.conflictLocked(alt) {
+				continue
+			}
+			if b, e := in.punnedPadAddr(alt, sizeFor(alt)); e == nil {
+				site, base, size, err = alt, b, sizeFor(alt), nil
+			}
+		}
 	}
 	if err != nil {
 		return err

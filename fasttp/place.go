@@ -21,7 +21,7 @@ var ErrNoPadAddr = errors.New("no pad address")
 
 // FindPadAddr returns the pad entry address P nearest to the site such that
 // [P, P+size) lies inside one of the free ranges, the jump's displacement
-// rel32 = P - (site.Addr+5) fits in an int32, and rel32's bytes have the
+// rel32 = P - site.JumpEnd() fits in an int32, and rel32's bytes have the
 // values site.Forced requires (little-endian byte index 0..3).
 //
 // The search is exact and fast: for every free range it computes the
@@ -40,7 +40,7 @@ func FindPadAddr(site Site, free []Range, size uint64) (uint64, error) {
 		mask |= 0xff << (8 * idx)
 		val |= uint32(b) << (8 * idx)
 	}
-	base := site.Addr + JumpLen
+	base := site.JumpEnd()
 	best, found := int64(0), false
 	consider := func(r int64) {
 		if !found || abs64(r) < abs64(best) {

@@ -47,6 +47,7 @@ func (in *Installer) placement(tp *tracing.Tracepoint) string {
 		if len(s.puns) > 0 {
 			shape = "punned jump"
 		}
+
 		heads := "no int3"
 		if len(s.puns) > 0 {
 			var as []string
@@ -54,6 +55,12 @@ func (in *Installer) placement(tp *tracing.Tracepoint) string {
 				as = append(as, fmt.Sprintf("%#x", a))
 			}
 			heads = "int3 at covered heads " + strings.Join(as, " ")
+		}
+		if s.site.Prefix > 0 {
+			heads += fmt.Sprintf(", %d prefix bytes", s.site.Prefix)
+		}
+		if s.site.Dead > 0 {
+			heads += fmt.Sprintf(", %d bytes of padding", s.site.Dead)
 		}
 		return head + fmt.Sprintf("%s over %d bytes (%d instructions), pad at %#x (%d bytes), %s",
 			shape, s.site.Covered, len(s.site.Insns), s.padAddr, len(s.pad.Code), heads)

@@ -36,18 +36,46 @@ type Site struct {
 	// Insns are the instructions the jump covers, in order; their total
 	// length is Covered (>= JumpLen).
 	Insns []Insn
-	// Covered is the number of bytes from Addr occupied by Insns.
+	// Covered is the number of bytes from Addr the jump replaces: those
+	// of Insns, then Dead bytes of padding.
 	Covered int
+	// Dead is the number of bytes of alignment padding after Insns the
+	// jump covers (see deadPadding): when the last instruction is an
+	// unconditional transfer (ret, jmp), the bytes after it up to an
+	// aligned boundary are nops or int3s nothing executes.
+	Dead int
 	// Puns are the offsets (1..4) inside the jump where a covered
 	// instruction other than the first starts.
 	Puns []int
-	// Forced maps rel32 byte index (0..3, i.e. offset-1) to the value it
-	// must have: Int3 for each pun.
+	// Forced maps rel32 byte index (0..3, i.e. offset-Prefix-1) to the
+	// value it must have: Int3 for each pun.
 	Forced map[int]byte
+	// Prefix is the number of redundant prefixes (PadPrefix) written
+	// before the jump's opcode. Prefix padding moves the rel32 bytes
+	// later, so the bytes puns force are lower ones: a non-PIE
+	// executable's pads can then go near its low addresses (a forced top
+	// byte of 0xcc means a displacement of about -0.85 GB).
+	Prefix int
 }
 
+// PadPrefix is the redundant prefix of a padded jump: a DS segment
+// override, which a near jump ignores in 64-bit mode (Linux pads jumps
+// with it too).
+const PadPrefix = 0x3e
+
+// MaxPrefix is the most prefixes PaddedSites tries.
+const MaxPrefix = 3
+
+// jumpLen is the length of the jump with its prefixes.
+func (s Site) jumpLen() int { return s.Prefix + JumpLen }
+
+// JumpEnd is the address after the jump (and its prefixes), from which
+// rel32 counts.
+func (s Site) JumpEnd() uint64 { return s.Addr + uint64(s.jumpLen()) }
+
 // Resume is the address where execution continues after the relocated
-// covered instructions: the first instruction after the jump.
+// covered instructions: the first instruction after the jump (never
+// reached when the last one is an unconditional transfer, Dead > 0).
 func (s Site) Resume() uint64 { return s.Addr + uint64(s.Covered) }
 
 // PlanSite decodes the instructions at addr (code holds the bytes from
@@ -58,12 +86,47 @@ func (s Site) Resume() uint64 { return s.Addr + uint64(s.Covered) }
 //     relocated (int3, xbegin, far transfers, odd prefixes: RelocateInsn);
 //   - a covered instruction other than the last is an unconditional
 //     transfer (jmp, ret, indirect jmp): the bytes after it may not be
-//     instructions of this function at all;
+//     instructions of this function at all. Alignment padding after it
+//     (deadPadding) is the exception: the jump may end inside it;
 //   - a covered relative branch targets the inside of the covered range
 //     (Addr+1 .. Addr+Covered-1), which the jump destroys.
 func PlanSite(code []byte, addr uint64) (Site, error) {
-	s := Site{Addr: addr, Forced: map[int]byte{}}
-	for s.Covered < JumpLen {
+	return planSite(code, addr, 0)
+}
+
+// PaddedSites returns the prefix-padded variants of the punned site s
+// (planned by PlanSite from code), one prefix more each, up to MaxPrefix:
+// the placements to try when no pad address suits s. A variant needs
+// more prefixes than its first instruction has bytes (a covered head
+// must not fall on a prefix or the opcode, where a thread would enter
+// the jump mid-way).
+func PaddedSites(code []byte, s Site) []Site {
+	var out []Site
+	for k := 1; k <= MaxPrefix && len(s.Puns) > 0 && k < s.Insns[0].Len; k++ {
+		if v, err := planSite(code, s.Addr, k); err == nil {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func planSite(code []byte, addr uint64, prefix int) (Site, error) {
+	s := Site{Addr: addr, Forced: map[int]byte{}, Prefix: prefix}
+	jl := s.jumpLen()
+	for s.Covered < jl {
+		if len(s.Insns) > 0 {
+			prev := s.Insns[len(s.Insns)-1]
+			switch prev.Kind {
+			case KindJmpRel8, KindJmpRel32, KindRet, KindIndirectJmp:
+				n, ok := deadPadding(code[s.Covered:], addr+uint64(s.Covered))
+				if !ok || s.Covered+n < jl {
+					return Site{}, fmt.Errorf("plan site %#x: %w: the jump would cover bytes after the %v at %#x", addr, ErrSiteRefused, prev.Kind, prev.Addr)
+				}
+				s.Dead = jl - s.Covered
+				s.Covered = jl
+				continue
+			}
+		}
 		in, err := DecodeInsn(code[s.Covered:], addr+uint64(s.Covered))
 		if err != nil {
 			return Site{}, fmt.Errorf("plan site %#x: %w: %w", addr, ErrSiteRefused, err)
@@ -72,19 +135,17 @@ func PlanSite(code []byte, addr uint64) (Site, error) {
 			return Site{}, fmt.Errorf("plan site %#x: %w: %w", addr, ErrSiteRefused, err)
 		}
 		if len(s.Insns) > 0 {
-			prev := s.Insns[len(s.Insns)-1]
-			switch prev.Kind {
-			case KindJmpRel8, KindJmpRel32, KindRet, KindIndirectJmp:
-				return Site{}, fmt.Errorf("plan site %#x: %w: the jump would cover bytes after the %v at %#x", addr, ErrSiteRefused, prev.Kind, prev.Addr)
+			if s.Covered <= prefix {
+				return Site{}, fmt.Errorf("plan site %#x: %w: the instruction at %#x would start inside the jump's prefixes", addr, ErrSiteRefused, in.Addr)
 			}
 			s.Puns = append(s.Puns, s.Covered)
-			s.Forced[s.Covered-1] = Int3
+			s.Forced[s.Covered-prefix-1] = Int3
 		}
 		s.Insns = append(s.Insns, in)
 		s.Covered += in.Len
 	}
 	for _, in := range s.Insns {
-		if in.RelSize > 0 && in.Target > addr && in.Target < s.Resume() {
+		if in.RelSize > 0 && in.Target > addr && in.Target < s.Addr+uint64(s.Covered) {
 			return Site{}, fmt.Errorf("plan site %#x: %w: the %v at %#x targets %#x inside the covered bytes", addr, ErrSiteRefused, in.Kind, in.Addr, in.Target)
 		}
 	}
@@ -92,27 +153,56 @@ func PlanSite(code []byte, addr uint64) (Site, error) {
 }
 
 // PatchBytes returns the Covered bytes to write at Addr for a jump to the
-// pad entry pad: `jmp rel32` followed by int3 filler for the rest of the
-// last covered instruction. It fails if rel32 does not fit or does not have
+// pad entry pad: Prefix prefixes, `jmp rel32`, then int3 filler for the
+// rest of the last covered instruction. It fails if rel32 does not fit or does not have
 // the bytes Forced requires (a pad address not obtained from FindPadAddr).
 func (s Site) PatchBytes(pad uint64) ([]byte, error) {
-	if s.Covered < JumpLen {
+	jl := s.jumpLen()
+	if s.Covered < jl {
 		return nil, fmt.Errorf("patch for %#x: site covers only %d bytes", s.Addr, s.Covered)
 	}
-	d, err := rel32(s.Addr+JumpLen, pad)
+	d, err := rel32(s.JumpEnd(), pad)
 	if err != nil {
 		return nil, fmt.Errorf("patch for %#x: %w", s.Addr, err)
 	}
 	patch := make([]byte, s.Covered)
-	patch[0] = 0xe9
-	binary.LittleEndian.PutUint32(patch[1:], uint32(d))
-	for i := JumpLen; i < s.Covered; i++ {
+	for i := range s.Prefix {
+		patch[i] = PadPrefix
+	}
+	patch[s.Prefix] = 0xe9
+	binary.LittleEndian.PutUint32(patch[s.Prefix+1:], uint32(d))
+	for i := jl; i < s.Covered; i++ {
 		patch[i] = Int3
 	}
 	for idx, v := range s.Forced {
-		if idx < 0 || idx > 3 || patch[1+idx] != v {
+		if idx < 0 || idx > 3 || patch[s.Prefix+1+idx] != v {
 			return nil, fmt.Errorf("patch for %#x: rel32 %#08x does not have byte %d = %#02x", s.Addr, uint32(d), idx, v)
 		}
 	}
 	return patch, nil
+}
+
+// deadPadding reports whether code, the bytes at addr right after an
+// unconditional transfer, starts with alignment padding: nops (0x90,
+// 0f 1f /0, with 66 or segment prefixes) or int3s running up to the next
+// 16-byte boundary, at most 15 bytes. It returns the padding's length.
+// Compilers and linkers fill the space before an aligned function or
+// label so; nothing jumps into it (the label follows it).
+func deadPadding(code []byte, addr uint64) (int, bool) {
+	n := 0
+	for (addr+uint64(n))%16 != 0 {
+		if n >= len(code) || n >= 15 {
+			return 0, false
+		}
+		if code[n] == Int3 {
+			n++
+			continue
+		}
+		in, err := DecodeInsn(code[n:], addr+uint64(n))
+		if err != nil || !in.IsNop() {
+			return 0, false
+		}
+		n += in.Len
+	}
+	return n, n > 0
 }

@@ -2,6 +2,7 @@ package fasttp
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"testing"
 )
@@ -147,5 +148,122 @@ func TestSitePatchBytes(t *testing.T) {
 				t.Errorf("got % x, want % x", got, tt.want)
 			}
 		})
+	}
+}
+
+// Alignment padding after a ret or jmp may take the rest of the jump;
+// anything else after them refuses the site.
+func TestPlanSiteDeadPadding(t *testing.T) {
+	nopl := []byte{0x0f, 0x1f, 0x44, 0x00, 0x00}
+	code := func(parts ...[]byte) []byte { return slices.Concat(append(parts, []byte{0x55, 0x48, 0x89, 0xe5})...) }
+	tests := []struct {
+		name       string
+		addr       uint64
+		code       []byte
+		lens, puns []int
+		dead       int // -1: refused
+	}{
+		{"ret, nopl to the boundary", 0x40100a, code([]byte{0xc3}, nopl), []int{1}, nil, 4},
+		{"pop; ret; xchg ax,ax; nop", 0x40100b, code([]byte{0x5b, 0xc3, 0x66, 0x90, 0x90}), []int{1, 1}, []int{1}, 3},
+		{"jmp rel8; int3 x3", 0x40100b, code([]byte{0xeb, 0x10, 0xcc, 0xcc, 0xcc}), []int{2}, nil, 3},
+		{"jmp *rax; cs nopw", 0x401004, code([]byte{0xff, 0xe0, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0}), []int{2}, nil, 3},
+		{"ret, nops, then code before the boundary", 0x40100b, code([]byte{0xc3, 0x90, 0x90, 0x53, 0x90}), nil, nil, -1},
+		{"ret at the boundary's edge", 0x40100f, code([]byte{0xc3}), nil, nil, -1},
+		{"ret, padding too short", 0x40100d, code([]byte{0xc3, 0x90, 0x90}), nil, nil, -1},
+		{"ret, pause", 0x40100b, code([]byte{0xc3, 0xf3, 0x90, 0x90, 0x90}), nil, nil, -1},
+		{"ret, xchg eax,r8d", 0x40100b, code([]byte{0xc3, 0x41, 0x90, 0x90, 0x90}), nil, nil, -1},
+		{"ret, nopw 0f 1f /1 (not a nop)", 0x40100b, code([]byte{0xc3, 0x0f, 0x1f, 0x48, 0x00, 0x90}), nil, nil, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := PlanSite(tt.code, tt.addr)
+			if tt.dead < 0 {
+				if !errors.Is(err, ErrSiteRefused) {
+					t.Fatalf("PlanSite = %+v, %v; want ErrSiteRefused", s, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("PlanSite: %v", err)
+			}
+			var lens []int
+			for _, in := range s.Insns {
+				lens = append(lens, in.Len)
+			}
+			if s.Covered != JumpLen || s.Dead != tt.dead || !slices.Equal(lens, tt.lens) || !slices.Equal(s.Puns, tt.puns) {
+				t.Fatalf("covered %d dead %d lens %v puns %v; want %d %d %v %v", s.Covered, s.Dead, lens, s.Puns, JumpLen, tt.dead, tt.lens, tt.puns)
+			}
+			if _, err := s.PatchBytes(s.Addr + 0x1000); len(s.Puns) == 0 && err != nil {
+				t.Errorf("PatchBytes: %v", err)
+			}
+		})
+	}
+}
+
+// A punned site whose forced byte is rel32's top one has no pad address
+// near a low (non-PIE) image; a prefix moves the pun to a lower byte.
+func TestPaddedSites(t *testing.T) {
+	const addr = 0x401000
+	// sub rsp,0x20 (4 bytes); mov rbp,rsp (3); nops.
+	code := []byte{0x48, 0x83, 0xec, 0x20, 0x48, 0x89, 0xe5, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90}
+	site, err := PlanSite(code, addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if site.Forced[3] != Int3 || site.Prefix != 0 {
+		t.Fatalf("plain pun: forced %v prefix %d, want rel32 byte 3 forced", site.Forced, site.Prefix)
+	}
+	low := []Range{{0x10000, 0x400000}, {0x1000000, 0x7ffffffff000}} // image at 0x400000-0x1000000
+	if p, err := FindPadAddr(site, low, 1024); err == nil {
+		t.Fatalf("pad at %#x for a top byte of 0xcc next to a low image", p)
+	}
+	alts := PaddedSites(code, site)
+	if len(alts) != 3 {
+		t.Fatalf("%d padded variants, want 3 (1 to 3 prefixes: the first instruction has 4 bytes)", len(alts))
+	}
+	wantForced := []map[int]byte{{2: Int3}, {1: Int3}, {0: Int3, 3: Int3}} // 3 prefixes: covered grows to the nop at +7
+	for i, alt := range alts {
+		if alt.Prefix != i+1 || !maps.Equal(alt.Forced, wantForced[i]) || !slices.Equal(alt.Puns, []int{4, 7}[:len(wantForced[i])]) {
+			t.Errorf("variant %d: prefix %d forced %v puns %v", i, alt.Prefix, alt.Forced, alt.Puns)
+		}
+	}
+	alt := alts[0]
+	pad, err := FindPadAddr(alt, low, 1024)
+	if err != nil {
+		t.Fatalf("one prefix: %v", err)
+	}
+	patch, err := alt.PatchBytes(pad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(patch) != alt.Covered || patch[0] != PadPrefix || patch[1] != 0xe9 || patch[4] != Int3 {
+		t.Fatalf("patch % x", patch)
+	}
+	// The CPU's view: a 6-byte jump to the pad.
+	in, err := DecodeInsn(patch, addr)
+	if err != nil || in.Len != 6 || in.Kind != KindJmpRel32 || in.Target != pad {
+		t.Fatalf("patch decodes as %+v, %v; want a 6-byte jmp to %#x", in, err, pad)
+	}
+}
+
+// No variant puts a covered instruction's head on a prefix or the
+// opcode, and a plain site has none.
+func TestPaddedSitesLimits(t *testing.T) {
+	// push rbx (1); sub rsp,0x20 (4): the head at +1 allows no prefix.
+	code := []byte{0x53, 0x48, 0x83, 0xec, 0x20, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90}
+	site, err := PlanSite(code, 0x401000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alts := PaddedSites(code, site); len(alts) != 0 {
+		t.Errorf("%d variants with a 1-byte first instruction", len(alts))
+	}
+	plain := []byte{0x48, 0x8b, 0x05, 0x10, 0, 0, 0, 0x90, 0x90, 0x90, 0x90}
+	site, err = PlanSite(plain, 0x401000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alts := PaddedSites(plain, site); len(alts) != 0 {
+		t.Errorf("%d variants of a plain site", len(alts))
 	}
 }

@@ -61,6 +61,9 @@ func add(total, r *coverage.Report) {
 	total.Plain += r.Plain
 	total.Punned += r.Punned
 	total.Int3AtBranchTarget += r.Int3AtBranchTarget
+	total.Padding += r.Padding
+	total.Prefixed += r.Prefixed
+	total.BranchTargetOverwritten += r.BranchTargetOverwritten
 	total.Entries += r.Entries
 	total.EntryJump += r.EntryJump
 	for k, v := range r.Reasons {
@@ -70,9 +73,12 @@ func add(total, r *coverage.Report) {
 
 // printCoverage writes r as a short table.
 func printCoverage(w io.Writer, r *coverage.Report) {
-	fmt.Fprintf(w, "%s: %d instructions, %d get a jump (%.2f%%: %d plain, %d punned; %d punned jumps put an int3 on a branch target), %d of %d function entries (%.2f%%)\n",
+	fmt.Fprintf(w, "%s: %d instructions, %d get a jump (%.2f%%: %d plain, %d punned; %d punned jumps put an int3 on a branch target; %d end in padding; %d have prefixes), %d of %d function entries (%.2f%%)\n",
 		r.File, r.Instructions, r.Jump, coverage.Percent(r.Jump, r.Instructions), r.Plain, r.Punned,
-		r.Int3AtBranchTarget, r.EntryJump, r.Entries, coverage.Percent(r.EntryJump, r.Entries))
+		r.Int3AtBranchTarget, r.Padding, r.Prefixed, r.EntryJump, r.Entries, coverage.Percent(r.EntryJump, r.Entries))
+	if r.BranchTargetOverwritten > 0 {
+		fmt.Fprintf(w, "  BUG: %d jumps overwrite a known branch target\n", r.BranchTargetOverwritten)
+	}
 	keys := make([]string, 0, len(r.Reasons))
 	for k := range r.Reasons {
 		keys = append(keys, k)
