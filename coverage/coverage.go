@@ -1,8 +1,11 @@
 // Package coverage reports where fast tracepoints can go in an ELF file:
 // for every instruction of every function, what `ftrace *ADDR` would get
-// from the code that installs them (fasttp.PlanSite and
-// fasttp.FindPadAddr): a plain jump, a punned jump (int3s at covered
-// instruction heads) or a trap, and why.
+// from the code that installs them (fasttp.PlanSite, fasttp.PaddedSites
+// and fasttp.FindPadAddr): a plain jump, a punned jump (int3s at covered
+// instruction heads), either ending in padding or with prefixes, or a
+// trap, and why. It also counts jumps that would overwrite a known branch
+// target (a direct branch's target or a function entry) with anything
+// but a pun's int3, which must never happen.
 //
 // The address space is modelled as when the file runs under the stub with
 // ASLR off: a PIE executable at 0x555555554000, a shared library (it has

@@ -25,7 +25,16 @@
 // and each such head gets an internal trap. A thread that jumps to one from
 // elsewhere traps; the hook moves it to the relocated copy of that
 // instruction. Pads without puns share arenas near their code; punned pads
-// get their own pages at the computed address. Pads and their memory are
+// get their own pages at the computed address.
+//
+// Two more shapes (plan.go): after a ret or jmp, the jump may end in the
+// alignment padding that follows (nops or int3s up to a 16-byte
+// boundary: Site.Dead), which nothing executes; and a punned jump that
+// finds no pad address (a non-PIE executable's low image: a forced top
+// byte of 0xcc means -0.85 GB) is retried with one to three redundant ds
+// prefixes before the opcode (PaddedSites, Site.Prefix), which move the
+// forced bytes to lower rel32 bytes. A covered head never falls on a
+// prefix or the opcode (a thread arriving there would enter the jump). Pads and their memory are
 // never unmapped: a thread may still be inside one after its tracepoint goes.
 //
 // # Patch protocol
