@@ -10,7 +10,9 @@
 //   - its condition and every action compile with package jit (no printf,
 //     no floating point) and use no trace state variable (their values live
 //     in the stub's engine, which trap tracepoints update; keeping them in
-//     the inferior for both kinds is future work);
+//     the inferior for both kinds is future work) — except an action that
+//     only collects $trace_timestamp, which the stub makes from the
+//     record's time (tracing.FastRecord.TraceTime);
 //   - PlanSite can cover at least 5 bytes from the address with instructions
 //     it decodes with checked lengths (DecodeInsn cross-checks x86asm with
 //     our own length decoder) and RelocateInsn can move them.
@@ -127,6 +129,15 @@
 // step at once (a process_vm_readv of a byte every 64 KiB: the read
 // faults map the neighbouring pages too, writable). A new thread's
 // 400,000 no-action hits took ~3,100 page faults, now ~200.
+//
+// # Time
+//
+// Each record holds the time-stamp counter the pad read. The stub reads
+// the counter and its clock together when the installer is made and before
+// every drain (clock.go) and converts records linearly between the first
+// and the latest reading, to nanoseconds since the Unix epoch: the
+// frames' time (frames.FrameBuilder.SetTime), and $trace_timestamp in
+// microseconds like the stub's own.
 //
 // # Known gaps
 //

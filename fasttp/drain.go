@@ -129,6 +129,7 @@ func (in *Installer) drainOnce(async bool) int {
 	if l == nil {
 		return 0
 	}
+	in.clock.sample()
 	// The stop word first: a pad sets it after committing its last
 	// record, so that record is drained before the stop is acted on.
 	why, slot := l.takeStop()
@@ -160,6 +161,7 @@ func (in *Installer) drainOnce(async bool) int {
 // removed since are dropped.
 func (in *Installer) resolve(recs []*RingRecord) []tracing.FastRecord {
 	out := in.hits[:0]
+	clock := in.clock.snapshot()
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	for _, r := range recs {
@@ -167,7 +169,8 @@ func (in *Installer) resolve(recs []*RingRecord) []tracing.FastRecord {
 			continue
 		}
 		s := in.bySlot[r.TPIndex]
-		h := tracing.FastRecord{TP: s.tp, Blocks: r.Blocks, Time: r.Time, Thread: r.Thread}
+		h := tracing.FastRecord{TP: s.tp, Blocks: r.Blocks, Time: r.Time, Thread: r.Thread,
+			When: clock.nanos(r.Time), TraceTime: s.traceTime}
 		if r.Flags&jit.RecError != 0 {
 			h.Err = fmt.Sprintf("fast tracepoint %d: %s", s.tp.Num, jitErrText(r.ErrCode))
 		} else if r.HasRegs() {

@@ -95,6 +95,9 @@ type Installer struct {
 	// in.mu, which is held across calls into the inferior.
 	faultsMu sync.Mutex
 	faults   map[uint64]uint64
+
+	// clock converts the records' time-stamp counter values.
+	clock *tscClock
 }
 
 // TrapInstaller is the fallback installer (trapfallback.Installer).
@@ -121,6 +124,9 @@ type jumpSite struct {
 	heads   map[uint64]uint64 // covered instruction → its relocated copy
 	puns    []uint64          // int3s at covered instruction heads
 	patched bool
+	// traceTime: the tracepoint collects $trace_timestamp, which the
+	// stub adds to each frame from the record's time.
+	traceTime bool
 }
 
 // padTrap is the role of an int3 inside a pad.
@@ -153,6 +159,7 @@ func New(p *inferior.Process, e *tracing.Engine, traps TrapInstaller, logf func(
 		padTraps: map[uint64]padTrap{},
 		arenas:   map[uint64]*arena{},
 		viaTrap:  map[*tracing.Tracepoint]string{},
+		clock:    newTSCClock(),
 		slots:    map[*tracing.Tracepoint]uint32{},
 		breaks:   map[uint64]int{},
 		heldBack: map[*tracing.Tracepoint]bool{},
@@ -402,7 +409,7 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	if tp.StepCount > 0 {
 		return errors.New("while-stepping needs single-steps: traps only")
 	}
-	cond, collect, capBytes, regs, xsave, err := compileActions(tp)
+	cond, collect, capBytes, regs, xsave, traceTime, err := compileActions(tp)
 	if err != nil {
 		return err
 	}
@@ -525,7 +532,7 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 		in.faults[f.PC] = f.Recover
 	}
 	in.faultsMu.Unlock()
-	s := &jumpSite{tp: tp, slot: slot, site: site, pad: pad, padAddr: spec.Addr, heads: heads}
+	s := &jumpSite{tp: tp, slot: slot, site: site, pad: pad, padAddr: spec.Addr, heads: heads, traceTime: traceTime}
 
 	// Threads stopped inside the covered bytes (not at their start) go to
 	// the relocated copies; then the jump goes in.
@@ -651,7 +658,7 @@ func align16(v uint64) uint64 { return (v + 15) &^ 15 }
 // compileActions compiles tp's condition and collection for a pad:
 // everything must compile (no interpreter inside the inferior) and no
 // trace state variable may be used (their values live in the engine).
-func compileActions(tp *tracing.Tracepoint) (cond *jit.Code, collect []*jit.Code, capBytes uint32, regs, xsave bool, err error) {
+func compileActions(tp *tracing.Tracepoint) (cond *jit.Code, collect []*jit.Code, capBytes uint32, regs, xsave, traceTime bool, err error) {
 	// Plain loads: a bad address faults, and the stub's fault hook sends
 	// the thread to the recovery code, which redoes the read safely.
 	opts := jit.Options{ZeroUnreadable: true, FaultLoads: true}
@@ -670,7 +677,7 @@ func compileActions(tp *tracing.Tracepoint) (cond *jit.Code, collect []*jit.Code
 	}
 	if tp.Cond != nil {
 		if cond, err = compile("the condition", tp.Cond); err != nil {
-			return nil, nil, 0, false, false, err
+			return nil, nil, 0, false, false, false, err
 		}
 	}
 	total := uint64(0)
@@ -685,25 +692,48 @@ func compileActions(tp *tracing.Tracepoint) (cond *jit.Code, collect []*jit.Code
 		case tracing.ActionMemory:
 			e, err = memoryActionExpr(a)
 			if err != nil {
-				return nil, nil, 0, false, false, err
+				return nil, nil, 0, false, false, false, err
 			}
 		case tracing.ActionExpr:
+			if collectsTraceTimestamp(a.Expr) {
+				traceTime = true // the stub adds it from the record's time
+				continue
+			}
 			e = a.Expr
 		default:
-			return nil, nil, 0, false, false, fmt.Errorf("action %q not supported in a pad", a.Text)
+			return nil, nil, 0, false, false, false, fmt.Errorf("action %q not supported in a pad", a.Text)
 		}
 		c, err := compile(fmt.Sprintf("action %q", a.Text), e)
 		if err != nil {
-			return nil, nil, 0, false, false, err
+			return nil, nil, 0, false, false, false, err
 		}
 		collect = append(collect, c)
 		total += collectBound(e)
 	}
 	if total > maxCollectCap {
-		return nil, nil, 0, false, false, fmt.Errorf("collects up to %d bytes per hit (pads reserve at most %d)", total, maxCollectCap)
+		return nil, nil, 0, false, false, false, fmt.Errorf("collects up to %d bytes per hit (pads reserve at most %d)", total, maxCollectCap)
 	}
-	return cond, collect, uint32(total), regs, xsave, nil
+	return cond, collect, uint32(total), regs, xsave, traceTime, nil
 }
+
+// collectsTraceTimestamp reports whether e is gdb's bytecode for
+// `collect $trace_timestamp` (getv 1, tracev 1, pop, end): the pads
+// record every hit's time, so the stub makes the 'V' block itself.
+func collectsTraceTimestamp(e *agentexpr.Expr) bool {
+	want := []agentexpr.Op{agentexpr.OpGetv, agentexpr.OpTracev, agentexpr.OpPop, agentexpr.OpEnd}
+	if e == nil || len(e.Insns) != len(want) {
+		return false
+	}
+	for i, in := range e.Insns {
+		if in.Op != want[i] || (i < 2 && in.Imm != traceTimestampTSV) {
+			return false
+		}
+	}
+	return true
+}
+
+// traceTimestampTSV is the number of gdb's $trace_timestamp.
+const traceTimestampTSV = 1
 
 // maskHasFPRegs reports whether an R action's register mask (gdb's hex
 // string, the last two digits being registers 0-7) names an x87, SSE or

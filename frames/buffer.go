@@ -58,9 +58,9 @@ type Stats struct {
 	Circular bool // circular mode (circular)
 }
 
-// record is one stored frame: where its bytes are and what the indexes
-// need about it, in 16 bytes. It holds no pointer, so a buffer of a
-// million frames costs the garbage collector nothing. A frame's size is
+// record is one stored frame: where its bytes are, what the indexes
+// need about it and when it was taken, in 24 bytes. It holds no pointer,
+// so a buffer of a million frames costs the garbage collector nothing. A frame's size is
 // not stored: present frames are contiguous in the arena, so it is the
 // distance to the next frame (see Buffer.recSize).
 type record struct {
@@ -69,6 +69,7 @@ type record struct {
 	// bits 57-58: the RegsSource.
 	word       uint64
 	fallbackPC uint64 // from FrameBuilder.SetFallbackPC
+	time       int64  // from FrameBuilder.SetTime (0: unknown)
 }
 
 const (
@@ -101,7 +102,7 @@ const minArena = 64 << 10
 // frames arrive (a 1 TiB budget is not allocated up front) and is kept
 // across Clear. Frame records are in a ring indexed by sequence number and
 // the lookup indexes are caught up by the searches, so Commit is a few
-// checks, a copy and a 16-byte record store, allocating nothing.
+// checks, a copy and a 24-byte record store, allocating nothing.
 type Buffer struct {
 	mu       sync.Mutex
 	size     int
@@ -367,7 +368,7 @@ func (b *Buffer) commitLocked(f *FrameBuilder) error {
 	if f.hasFallback {
 		word |= recHasFBFlag
 	}
-	b.recs[(b.headSeq+int64(b.count))&int64(len(b.recs)-1)] = record{word: word, fallbackPC: f.fallbackPC}
+	b.recs[(b.headSeq+int64(b.count))&int64(len(b.recs)-1)] = record{word: word, fallbackPC: f.fallbackPC, time: f.time}
 	b.count++
 	b.used += n
 	b.created++
@@ -400,10 +401,11 @@ func (w Batch) Commit(f *FrameBuilder) error {
 }
 
 // CommitHeader commits a frame of tracepoint tpnum that holds no block
-// (a hit that collects nothing), with fallbackPC as its tfind address: the
-// same frame as a FrameBuilder with only SetFallbackPC would commit,
-// without building it. It returns the frame's size.
-func (w Batch) CommitHeader(tpnum int, fallbackPC uint64) (int, error) {
+// (a hit that collects nothing), with fallbackPC as its tfind address and
+// taken at time (SetTime): the same frame as a FrameBuilder with only
+// SetFallbackPC and SetTime would commit, without building it. It returns
+// the frame's size.
+func (w Batch) CommitHeader(tpnum int, fallbackPC uint64, time int64) (int, error) {
 	b := w.b
 	if tpnum <= 0 || tpnum > 0xffff {
 		return 0, fmt.Errorf("commit trace frame for tracepoint %d: %w", tpnum, ErrBadTracepoint)
@@ -428,7 +430,7 @@ func (w Batch) CommitHeader(tpnum int, fallbackPC uint64) (int, error) {
 		b.growRecsLocked()
 	}
 	b.recs[(b.headSeq+int64(b.count))&int64(len(b.recs)-1)] = record{
-		word: uint64(pos) | uint64(tpnum)<<recTPShift | recHasFBFlag, fallbackPC: fallbackPC}
+		word: uint64(pos) | uint64(tpnum)<<recTPShift | recHasFBFlag, fallbackPC: fallbackPC, time: time}
 	b.count++
 	b.used += HeaderSize
 	b.created++
@@ -646,6 +648,7 @@ func (b *Buffer) frameFromLocked(num int, rec *record, raw []byte) *Frame {
 		Raw:          raw,
 		RegBlockSize: b.regSize,
 		RegsFrom:     rec.regsFrom(),
+		Time:         rec.time,
 		fallbackPC:   rec.fallbackPC,
 		hasFallback:  rec.hasFallback(),
 	}
@@ -789,10 +792,14 @@ func (b *Buffer) Frames(fn func(f *Frame) bool) {
 	}
 }
 
-// snapshot returns a copy of every present frame's bytes, oldest first:
-// what qTBuffer serves from offset 0 to Used().
-func (b *Buffer) snapshot() []byte {
+// snapshot returns a copy of every present frame's bytes, oldest first
+// (what qTBuffer serves from offset 0 to Used()), and their times.
+func (b *Buffer) snapshot() ([]byte, []int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.readRawLocked(0, b.used)
+	times := make([]int64, b.count)
+	for i := range times {
+		times[i] = b.rec(b.headSeq + int64(i)).time
+	}
+	return b.readRawLocked(0, b.used), times
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -410,9 +411,10 @@ func TestBatchCommitHeaderMatchesBuilder(t *testing.T) {
 				} else {
 					f.Reset(tp)
 					f.SetFallbackPC(pc)
+					f.SetTime(int64(1000 + i))
 					errBuilder = viaBuilder.Commit(&f)
 					w := viaBatch.BeginBatch()
-					n, err := w.CommitHeader(tp, pc)
+					n, err := w.CommitHeader(tp, pc, int64(1000+i))
 					w.End()
 					errBatch = err
 					if err == nil && n != HeaderSize {
@@ -426,8 +428,10 @@ func TestBatchCommitHeaderMatchesBuilder(t *testing.T) {
 			if !circular && !errors.Is(errBatch, ErrFull) {
 				t.Fatalf("linear buffer never filled: %v", errBatch)
 			}
-			if a, b := viaBuilder.snapshot(), viaBatch.snapshot(); !bytes.Equal(a, b) {
-				t.Fatalf("buffers differ:\n%x\n%x", a, b)
+			a, ta := viaBuilder.snapshot()
+			b, tb := viaBatch.snapshot()
+			if !bytes.Equal(a, b) || !slices.Equal(ta, tb) {
+				t.Fatalf("buffers differ:\n%x %v\n%x %v", a, ta, b, tb)
 			}
 			if viaBuilder.Stats() != viaBatch.Stats() {
 				t.Errorf("stats %+v and %+v", viaBuilder.Stats(), viaBatch.Stats())
@@ -453,12 +457,12 @@ func TestReserve(t *testing.T) {
 	if err := b.Commit(&f); err != nil {
 		t.Fatal(err)
 	}
-	before := b.snapshot()
+	before, _ := b.snapshot()
 	b.Reserve(256 << 10)
 	if len(b.arena) != 256<<10 {
 		t.Fatalf("arena %d bytes after Reserve(256 KiB)", len(b.arena))
 	}
-	if !bytes.Equal(b.snapshot(), before) {
+	if after, _ := b.snapshot(); !bytes.Equal(after, before) {
 		t.Error("Reserve changed the stored frames")
 	}
 	b.Reserve(4 << 20)

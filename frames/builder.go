@@ -11,6 +11,7 @@ type FrameBuilder struct {
 	regMismatch bool
 	fallbackPC  uint64
 	hasFallback bool
+	time        int64
 	regsFrom    RegsSource
 	spent       bool // committed: Reset makes it usable again
 }
@@ -38,6 +39,7 @@ func (f *FrameBuilder) Reset(tpnum int) {
 	f.tpnum = tpnum
 	f.regSize, f.regMismatch = 0, false
 	f.fallbackPC, f.hasFallback = 0, false
+	f.time = 0
 	f.regsFrom = RegsAll
 	f.spent = false
 }
@@ -111,6 +113,12 @@ func (f *FrameBuilder) SetFallbackPC(pc uint64) {
 	f.fallbackPC = pc
 	f.hasFallback = true
 }
+
+// SetTime records when the frame was taken, in nanoseconds since the
+// Unix epoch (0: unknown). It is not part of the frame's bytes: the
+// stub's index keeps it (Frame.Time) and WriteTFile writes it after the
+// frames, where gdb does not look.
+func (f *FrameBuilder) SetTime(ns int64) { f.time = ns }
 
 // SetRegsFrom says which registers the frame's R block holds (RegsAll
 // when not called). It is not part of the frame's bytes.

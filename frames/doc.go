@@ -75,13 +75,22 @@
 // These indexes are built by the first search and brought up to date by
 // the next ones: Commit does not maintain them.
 //
+// # Time
+//
+// A frame's time (FrameBuilder.SetTime, Frame.Time: nanoseconds since the
+// Unix epoch, 0 unknown) is kept in its record, not in its bytes: gdb's
+// frames have no place for it and the budget gdb set counts only the
+// frames' bytes. WriteTFile adds the times after the end marker
+// (TimesMagic), where gdb's reader does not look; ReadTFile reads them
+// back.
+//
 // # Memory
 //
 // Frame bytes are stored in one arena of at most the budget, allocated as
 // frames arrive (doubling), or up front by Reserve (QTStart reserves up to
 // 64 MiB, touching its pages while the program is stopped), and kept
 // across Clear. Each present frame also
-// has a 16-byte record; the search indexes add up to 25 bytes per frame
+// has a 24-byte record (with the time it was taken); the search indexes add up to 25 bytes per frame
 // once tfind has used them. Nothing holds a pointer per frame, and Commit allocates
 // nothing in steady state (a reused FrameBuilder, see FrameBuilder.Reset).
 //

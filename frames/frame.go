@@ -29,6 +29,9 @@ type Frame struct {
 	// RegsFrom says which registers the R block holds (RegsAll unless
 	// its builder said otherwise; tfiles do not keep it).
 	RegsFrom RegsSource
+	// Time is when the frame was taken, in nanoseconds since the Unix
+	// epoch; 0 when unknown (a tfile written by gdb's own tsave).
+	Time int64
 
 	fallbackPC  uint64
 	hasFallback bool

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -59,6 +60,7 @@ type TFileHeader struct {
 //	"\n"                          end of definitions
 //	frames                        exactly as qTBuffer serves them
 //	"\0\0\0\0"                    end marker
+//	frame times                   gotpstub's (see TimesMagic); gdb stops reading before
 //
 // One difference is unavoidable: gdb prints a stale stopping-tracepoint
 // number for stop reasons that carry none; this assumes 0.
@@ -109,11 +111,17 @@ func WriteTFile(w io.Writer, h TFileHeader, b *Buffer) error {
 	}
 	// Copy the frames under the lock, write without it so a slow writer
 	// does not hold up tracepoint hits.
-	if _, err := bw.Write(b.snapshot()); err != nil {
+	raw, times := b.snapshot()
+	if _, err := bw.Write(raw); err != nil {
 		return fmt.Errorf("write tfile frames: %w", err)
 	}
 	if _, err := bw.Write([]byte{0, 0, 0, 0}); err != nil {
 		return fmt.Errorf("write tfile end marker: %w", err)
+	}
+	if slices.ContainsFunc(times, func(t int64) bool { return t != 0 }) {
+		if _, err := bw.Write(appendTimes(nil, times)); err != nil {
+			return fmt.Errorf("write tfile frame times: %w", err)
+		}
 	}
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("flush tfile: %w", err)
@@ -222,7 +230,43 @@ func ReadTFile(r io.Reader) (*TFile, error) {
 			RegBlockSize: tf.RegBlockSize,
 		})
 	}
+	readTimes(br, tf.Frames)
 	return tf, nil
+}
+
+// TimesMagic starts the section of frame times WriteTFile adds after the
+// end marker when any frame's time is known: the magic, a u32 count, then count little-endian i64s, the
+// frames' Time in order. gdb's reader stops at the end marker; a file
+// without the section (gdb's own tsave) has frames of unknown time.
+const TimesMagic = "gotpstub frame times\n"
+
+// appendTimes appends the frame-times section for times to dst.
+func appendTimes(dst []byte, times []int64) []byte {
+	dst = append(dst, TimesMagic...)
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(times)))
+	for _, t := range times {
+		dst = binary.LittleEndian.AppendUint64(dst, uint64(t))
+	}
+	return dst
+}
+
+// readTimes sets the frames' Time from a frame-times section after the
+// end marker (whose first two bytes were read), when there is one for
+// exactly these frames; anything else after the frames is ignored, as
+// gdb ignores it.
+func readTimes(br *bufio.Reader, fs []*Frame) {
+	rest, _ := io.ReadAll(io.LimitReader(br, int64(2+len(TimesMagic)+4+8*len(fs))))
+	rest = bytes.TrimPrefix(rest, []byte{0, 0}) // the end marker's second half
+	if !bytes.HasPrefix(rest, []byte(TimesMagic)) {
+		return
+	}
+	rest = rest[len(TimesMagic):]
+	if len(rest) < 4 || binary.LittleEndian.Uint32(rest) != uint32(len(fs)) || len(rest) != 4+8*len(fs) {
+		return
+	}
+	for i, f := range fs {
+		f.Time = int64(binary.LittleEndian.Uint64(rest[4+8*i:]))
+	}
 }
 
 // interpLine handles one definition line like gdb's tfile_interp_line.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -192,6 +193,9 @@ func TestWriteReadTFileRoundTrip(t *testing.T) {
 		}
 		f.AddMemory(uint64(0x600000+i*8), bytes.Repeat([]byte{byte(i)}, 8+i))
 		f.AddTSV(2, int64(i*i))
+		if i > 0 { // the first frame's time unknown
+			f.SetTime(1_795_000_000_000_000_000 + int64(i)*1000)
+		}
 		if err := b.Commit(f); err != nil {
 			t.Fatal(err)
 		}
@@ -228,8 +232,8 @@ func TestWriteReadTFileRoundTrip(t *testing.T) {
 	}
 	for i, got := range tf.Frames {
 		want, _ := b.Frame(i)
-		if got.Num != i || got.TPNum != want.TPNum || !bytes.Equal(got.Raw, want.Raw) {
-			t.Errorf("frame %d differs: num %d tp %d/%d", i, got.Num, got.TPNum, want.TPNum)
+		if got.Num != i || got.TPNum != want.TPNum || !bytes.Equal(got.Raw, want.Raw) || got.Time != want.Time {
+			t.Errorf("frame %d differs: num %d tp %d/%d time %d/%d", i, got.Num, got.TPNum, want.TPNum, got.Time, want.Time)
 		}
 		if err := got.Validate(); err != nil {
 			t.Errorf("frame %d: %v", i, err)
@@ -296,3 +300,50 @@ func TestWriteTFileErrors(t *testing.T) {
 type failWriter struct{}
 
 func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+// The frame-times section is read only when it matches the frames; gdb's
+// own files (none) and damaged sections leave the times unknown.
+func TestReadTFileTimes(t *testing.T) {
+	b := NewBuffer(1 << 16)
+	for i := range 3 {
+		f := b.NewFrame(1)
+		f.SetTime(int64(100 + i))
+		if err := b.Commit(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var file bytes.Buffer
+	if err := WriteTFile(&file, TFileHeader{RegBlockSize: 8, Status: "0"}, b); err != nil {
+		t.Fatal(err)
+	}
+	whole := file.Bytes()
+	cut := bytes.Index(whole, []byte(TimesMagic))
+	if cut < 0 {
+		t.Fatal("no frame-times section")
+	}
+	cases := []struct {
+		name string
+		data []byte
+		want []int64
+	}{
+		{"whole", whole, []int64{100, 101, 102}},
+		{"without the section", whole[:cut], []int64{0, 0, 0}},
+		{"truncated section", whole[:len(whole)-1], []int64{0, 0, 0}},
+		{"wrong count", append(append([]byte(nil), whole[:cut+len(TimesMagic)]...), append([]byte{2, 0, 0, 0}, whole[cut+len(TimesMagic)+4:]...)...), []int64{0, 0, 0}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tf, err := ReadTFile(bytes.NewReader(c.data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int64
+			for _, f := range tf.Frames {
+				got = append(got, f.Time)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("times %v, want %v", got, c.want)
+			}
+		})
+	}
+}

@@ -37,6 +37,11 @@
 //     answers with an error.
 //   - qTStatus ends after the notes field (gdbserver appends a stray ':').
 //   - Trace state variable 1 is $trace_timestamp, predefined, whose value
-//     is the wall-clock time in microseconds.
+//     is the wall-clock time in microseconds (for a fast hit, the time
+//     the pad read, FastRecord.When).
+//   - Every frame records when it was taken (frames.FrameBuilder.SetTime:
+//     the stub's clock at a trap hit, the record's converted time-stamp
+//     counter for a fast one); gdb never sees it, QTSave writes it and
+//     `gotpstub export` reads it.
 //   - qTP answers in hex as the manual says (gdbserver answers decimal).
 package tracing

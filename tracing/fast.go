@@ -76,6 +76,13 @@ type FastRecord struct {
 	// Time is the hit's time-stamp counter value; Thread the thread's
 	// pointer (fs base), 0 when unknown.
 	Time, Thread uint64
+	// When is the hit's time in nanoseconds since the Unix epoch (the
+	// Installer converts Time), 0 when unknown: the frame's time, and
+	// the value of $trace_timestamp (in microseconds) when TraceTime.
+	When int64
+	// TraceTime says the tracepoint collects $trace_timestamp, which the
+	// pad leaves to the stub: the frame gets its 'V' block from When.
+	TraceTime bool
 }
 
 // FastHits records hits collected by the Installer, in order, like
@@ -101,7 +108,7 @@ func (e *Engine) FastHits(recs []FastRecord) {
 			removed = append(removed, e.stopLocked(reasonError, r.TP.Num, r.Err)...)
 			break
 		}
-		rm, _ := e.fastHitLocked(r.TP, r.Regs, r.XSave, r.Blocks, r.Thread)
+		rm, _ := e.fastHitLocked(r)
 		removed = append(removed, rm...)
 	}
 	e.endBatchLocked()
@@ -112,9 +119,9 @@ func (e *Engine) FastHits(recs []FastRecord) {
 
 // fastEmptyHitLocked is fastHitLocked for a hit that collected nothing,
 // within FastHits' batch: the frame is committed without being built.
-func (e *Engine) fastEmptyHitLocked(tp *Tracepoint) ([]*Tracepoint, error) {
+func (e *Engine) fastEmptyHitLocked(tp *Tracepoint, when int64) ([]*Tracepoint, error) {
 	tp.Hits++
-	n, err := e.batch.CommitHeader(tp.Num, tp.Addr)
+	n, err := e.batch.CommitHeader(tp.Num, tp.Addr, when)
 	if err != nil {
 		if errors.Is(err, frames.ErrFull) {
 			return e.stopLocked(reasonFull, 0, ""), nil
@@ -254,20 +261,21 @@ func (e *Engine) FastHit(tp *Tracepoint, regs []uint64, blocks []byte) error {
 	for _, v := range regs {
 		le = binary.LittleEndian.AppendUint64(le, v)
 	}
-	removed, err := e.fastHitLocked(tp, le, nil, blocks, 0)
+	removed, err := e.fastHitLocked(&FastRecord{TP: tp, Regs: le, Blocks: blocks, When: e.now().UnixNano()})
 	inst := e.installer
 	e.mu.Unlock()
 	removeAll(inst, removed)
 	return err
 }
 
-// fastHitLocked stores one fast hit; regs is in FastRecord.Regs's format,
-// fsBase the thread pointer (0: unknown). The frame's register block says
-// what the pad saved (frames.RegsGeneral, with the vector state
-// frames.RegsGeneralVector): FrameRegisters shows the rest unavailable.
-func (e *Engine) fastHitLocked(tp *Tracepoint, regs, xsave, blocks []byte, fsBase uint64) ([]*Tracepoint, error) {
-	if e.inBatch && len(blocks) == 0 && !tp.collectsRegisters() {
-		return e.fastEmptyHitLocked(tp)
+// fastHitLocked stores one fast hit (r.Err empty). The frame's register
+// block says what the pad saved (frames.RegsGeneral, with the vector
+// state frames.RegsGeneralVector): FrameRegisters shows the rest
+// unavailable; fs_base is the record's thread pointer when known.
+func (e *Engine) fastHitLocked(r *FastRecord) ([]*Tracepoint, error) {
+	tp, regs, xsave, blocks, fsBase := r.TP, r.Regs, r.XSave, r.Blocks, r.Thread
+	if e.inBatch && len(blocks) == 0 && !tp.collectsRegisters() && !r.TraceTime {
+		return e.fastEmptyHitLocked(tp, r.When)
 	}
 	h := &e.hit
 	h.overflow = false
@@ -275,6 +283,10 @@ func (e *Engine) fastHitLocked(tp *Tracepoint, regs, xsave, blocks []byte, fsBas
 	e.fastFrame.Reset(tp.Num) // one builder for every fast hit: Commit copies
 	h.frame = &e.fastFrame
 	h.frame.SetFallbackPC(tp.Addr)
+	h.frame.SetTime(r.When)
+	if r.TraceTime {
+		h.frame.AddTSV(timestampTSV, r.When/1000) // microseconds, like the stub's own
+	}
 	if tp.collectsRegisters() {
 		block := h.regBlock(nil, 0, false)
 		e.fillFastRegs(block, regs)

@@ -156,6 +156,7 @@ func (e *Engine) hitLocked(tp *Tracepoint, ctx HitContext) []*Tracepoint {
 	tp.Hits++
 	h.frame = e.buf.NewFrame(tp.Num)
 	h.frame.SetFallbackPC(tp.Addr)
+	h.frame.SetTime(e.now().UnixNano())
 	if removed, failed := e.collectLocked(tp, tp.Actions); failed {
 		return removed
 	}
@@ -272,6 +273,7 @@ func (e *Engine) stepLocked(tp *Tracepoint, ctx HitContext, step int) []*Tracepo
 	h.env = agentexpr.Env{Mem: h, Regs: h, TSV: h}
 	h.frame = e.buf.NewFrame(tp.Num)
 	h.frame.SetFallbackPC(tp.Addr) // like gdbserver's get_traceframe_address
+	h.frame.SetTime(e.now().UnixNano())
 	if removed, failed := e.collectLocked(tp, tp.StepActions); failed {
 		return removed
 	}

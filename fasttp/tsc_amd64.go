@@ -1,0 +1,4 @@
+package fasttp
+
+// rdtsc reads the time-stamp counter, as the pads do.
+func rdtsc() uint64
