@@ -94,6 +94,13 @@ end`, "trace_done", "tsave -r "+tf)
 			}
 		}
 	}
+	pf := filepath.Join(dir, "run.pftrace")
+	if b, err := exec.Command(stubPath(t), "export", "--format", "perfetto", "-o", pf, tf).CombinedOutput(); err != nil {
+		t.Fatalf("gotpstub export --format perfetto: %v\n%s", err, b)
+	}
+	if st, err := os.Stat(pf); err != nil || st.Size() < int64(frames)*20 {
+		t.Errorf("Perfetto trace: %v, %v", st, err)
+	}
 	ctf := filepath.Join(dir, "run.ctf")
 	if b, err := exec.Command(stubPath(t), "export", "--format", "ctf", "-o", ctf, tf).CombinedOutput(); err != nil {
 		t.Fatalf("gotpstub export --format ctf: %v\n%s", err, b)

@@ -6,7 +6,14 @@
 //     registers by name, the memory and the trace state variables;
 //   - CTF 1.8 (WriteCTF): a directory with TSDL metadata and one binary
 //     stream, readable by babeltrace2 and Trace Compass, with a clock in
-//     nanoseconds since the Unix epoch.
+//     nanoseconds since the Unix epoch;
+//   - Perfetto's protobuf trace (WritePerfetto) for the Perfetto UI: a
+//     track per tracepoint with an instant event per frame (annotated
+//     with the pc, general registers, memory and variables) and a counter
+//     track per trace state variable. It is encoded with protowire of
+//     google.golang.org/protobuf against Perfetto's field numbers; the
+//     tests decode it with that library against a transcription of the
+//     schema's part used (perfetto_test.go).
 //
 // Frame times come from gotpstub's frame-times section (frames.TimesMagic,
 // written by QTSave, i.e. gdb's `tsave -r`), or else from a collected

@@ -167,5 +167,8 @@ func FuzzRead(f *testing.F) {
 		if err := tr.WriteCTF(filepath.Join(t.TempDir(), "ctf")); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := tr.WritePerfetto(&out); err != nil {
+			t.Fatal(err)
+		}
 	})
 }

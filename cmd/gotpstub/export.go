@@ -8,9 +8,9 @@ import (
 	"gotpstub/export"
 )
 
-const exportUsage = "usage: gotpstub export --format json|ctf [-o OUT] TRACEFILE"
+const exportUsage = "usage: gotpstub export --format json|ctf|perfetto [-o OUT] TRACEFILE"
 
-// exportCmd is `gotpstub export --format json|ctf [-o OUT] TRACEFILE`.
+// exportCmd is `gotpstub export --format json|ctf|perfetto [-o OUT] TRACEFILE`.
 func exportCmd(args []string) int {
 	format, out, file := "", "", ""
 	for i := 0; i < len(args); i++ {
@@ -32,7 +32,7 @@ func exportCmd(args []string) int {
 			return 2
 		}
 	}
-	if file == "" || (format != "json" && format != "ctf") {
+	if file == "" || (format != "json" && format != "ctf" && format != "perfetto") {
 		fmt.Fprintln(os.Stderr, exportUsage)
 		return 2
 	}
@@ -68,7 +68,15 @@ func exportFile(format, file, out string) error {
 		defer o.Close()
 		w = o
 	}
-	if err := t.WriteJSON(w); err != nil {
+	if format == "perfetto" {
+		skipped, err := t.WritePerfetto(w)
+		if err != nil {
+			return err
+		}
+		if skipped > 0 {
+			fmt.Fprintf(os.Stderr, "gotpstub export: %d frames without a time left out of the Perfetto trace\n", skipped)
+		}
+	} else if err := t.WriteJSON(w); err != nil {
 		return err
 	}
 	if o, ok := w.(*os.File); ok && o != os.Stdout {

@@ -7,7 +7,7 @@
 //	gotpstub explain HEX
 //	gotpstub check [NAME ...]
 //	gotpstub coverage [--json] FILE...
-//	gotpstub export --format json|ctf [-o OUT] TRACEFILE
+//	gotpstub export --format json|ctf|perfetto [-o OUT] TRACEFILE
 //
 // COMM is [HOST]:PORT (TCP; an omitted host means loopback only unless
 // --listen-all is given), "stdio" or "-" (the stub's stdin/stdout), or a
@@ -38,7 +38,7 @@ const usage = `Usage:	gotpstub [OPTIONS] COMM PROG [ARGS ...]
 	gotpstub explain HEX
 	gotpstub check [NAME ...]
 	gotpstub coverage [--json] FILE...
-	gotpstub export --format json|ctf [-o OUT] TRACEFILE
+	gotpstub export --format json|ctf|perfetto [-o OUT] TRACEFILE
 
 COMM may be HOST:PORT to listen for a TCP connection (":PORT" listens on
 the loopback interface only, unless --listen-all is given), '-' or 'stdio'
@@ -109,12 +109,13 @@ Subcommands:
                         installer's own planning; pad room modelled from
                         the file's own mappings): a table per file and a
                         total, or JSON Lines.
-  export --format json|ctf [-o OUT] TRACEFILE
+  export --format json|ctf|perfetto [-o OUT] TRACEFILE
                         Convert a trace file (tsave, tsave -r) for trace
                         viewers and scripts: JSON Lines, one object per
-                        frame (standard output without -o), or a CTF
-                        directory (OUT, default TRACEFILE.ctf) for
-                        babeltrace2 and Trace Compass.
+                        frame, or Perfetto's protobuf trace (standard
+                        output without -o), or a CTF directory (OUT,
+                        default TRACEFILE.ctf) for babeltrace2 and Trace
+                        Compass.
   check [NAME ...]      Check what this machine gives the stub (all checks,
                         or the named ones): debug-registers (hardware
                         breakpoints and watchpoints trap; some virtual
