@@ -529,13 +529,13 @@ func TestFastTraceAsTrapIsSaid(t *testing.T) {
 	if isGdbserver(stubPath(t)) {
 		t.Skip("gotpstub's notes")
 	}
-	// A trace state variable in the actions: the pad cannot run them, so
-	// the fast tracepoint becomes a trap, and tstatus says so (gdb
-	// itself still calls it a fast tracepoint).
+	// $trace_timestamp in a condition: the pad cannot read the stub's
+	// clock, so the fast tracepoint becomes a trap, and tstatus says so
+	// (gdb itself still calls it a fast tracepoint).
 	prog := buildProgram(t, "threads")
 	out, _ := traceSessionFlags(t, []string{"--once"}, prog, []string{"1", "5"}, `
 tvariable $count = 0
-ftrace hit
+ftrace hit if $trace_timestamp > 0
 actions
 teval $count = $count + 1
 end`, "threads_done", "print $count")
@@ -555,7 +555,7 @@ tvariable $c = 0
 ftrace hit
 ftrace threads_done
 actions
-teval $c = 1
+teval $c = $trace_timestamp
 end
 trace all_started
 tstart
@@ -563,7 +563,7 @@ monitor ftrace
 tstop
 monitor ftrace`, "threads_done", "")
 	mustMatch(t, out, `tracepoint 2 at 0x[0-9a-f]+: (plain|punned) jump over \d+ bytes \(\d+ instructions\), pad at 0x[0-9a-f]+ \(\d+ bytes\)`)
-	mustMatch(t, out, `tracepoint 3 at 0x[0-9a-f]+: trap \(int3\) instead of a jump: [^\n]*trace state variables`)
+	mustMatch(t, out, `tracepoint 3 at 0x[0-9a-f]+: trap \(int3\) instead of a jump: [^\n]*trace state variable 1 `)
 	mustMatch(t, out, `tracepoint 4 at 0x[0-9a-f]+: trap \(int3\): gdb's trace`)
 	mustContain(t, out, "no tracepoint is installed")
 }
@@ -641,4 +641,43 @@ func hasFSGSBase(t *testing.T) bool {
 		t.Fatalf("gotpstub check fsgsbase: %v", err)
 	}
 	return strings.HasPrefix(string(out), "fsgsbase: yes")
+}
+
+// Trace state variables at pad speed (issue 10, item 2): `teval $n = $n
+// + 1` in a fast tracepoint hit by 4 threads at once keeps its jump, loses
+// no increment (the pads add with LOCK XADD in memory shared with the
+// stub), and info tvariables shows the count; a collected $n is in the
+// frames; tstatus has no note of a trap.
+func TestFastTraceCountsInThePad(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gotpstub's monitor command")
+	}
+	const threads, perThread = 4, 20000
+	prog := buildProgram(t, "threads")
+	out, stub := fastSession(t, prog, []string{strconv.Itoa(threads), strconv.Itoa(perThread)}, `
+set circular-trace-buffer on
+tvariable $n = 1000
+tvariable $odd = 0
+ftrace hit if (id & 1) == 1
+actions
+teval $n = $n + 1
+teval $odd = $odd + 2
+collect $n
+end`, "threads_done", `
+info tvariables
+tfind 0
+print $n > 1000 && $n <= 41000`)
+	mustPlaceJump(t, stub, 2)
+	// Threads 0..3: ids 1 and 3 pass the condition.
+	want := 1000 + 2*perThread
+	mustMatch(t, out, fmt.Sprintf(`\$n\s+1000\s+%d\s`, want))
+	mustMatch(t, out, fmt.Sprintf(`\$odd\s+0\s+%d\s`, 2*2*perThread))
+	if n := framesCollected(t, out); n < 1 {
+		t.Errorf("%d frames", n)
+	}
+	mustContain(t, out, "$1 = 1")
+	if strings.Contains(out, "runs as a trap tracepoint") {
+		t.Error("the tracepoint ran as a trap")
+	}
+	mustContain(t, stub.output.String(), fmt.Sprintf("total hits %d", threads*perThread))
 }

@@ -8,11 +8,10 @@
 // A fast tracepoint gets a jump pad when:
 //   - it has no while-stepping (that needs single-steps: traps only);
 //   - its condition and every action compile with package jit (no printf,
-//     no floating point) and use no trace state variable (their values live
-//     in the stub's engine, which trap tracepoints update; keeping them in
-//     the inferior for both kinds is future work) — except an action that
-//     only collects $trace_timestamp, which the stub makes from the
-//     record's time (tracing.FastRecord.TraceTime);
+//     no floating point) and use trace state variables 0 to 255 only, not
+//     $trace_timestamp (the stub's clock) — except an action that only
+//     collects $trace_timestamp, which the stub makes from the record's
+//     time (tracing.FastRecord.TraceTime);
 //   - PlanSite can cover at least 5 bytes from the address with instructions
 //     it decodes with checked lengths (DecodeInsn cross-checks x86asm with
 //     our own length decoder) and RelocateInsn can move them.
@@ -129,6 +128,19 @@
 // step at once (a process_vm_readv of a byte every 64 KiB: the read
 // faults map the neighbouring pages too, writable). A new thread's
 // 400,000 no-action hits took ~3,100 page faults, now ~200.
+//
+// # Trace state variables
+//
+// Variables 0 to 255 live in an int64 array in the control block
+// (jit.CtlTSVs), where pads read and write them in place; the installer
+// is the engine's tracing.TSVStore, so qTV (info tvariables), trap
+// tracepoints and QTDV use the same values, live while the program runs.
+// `teval $n = $n + K` compiles to one LOCK XADD (jit's atomicAdd): threads
+// counting at once lose nothing. Other updates (`$max = ...`) are a load
+// and a store, as in gdbserver's agent: concurrent hits may overwrite
+// each other, and so may a trap tracepoint's update (made by the stub)
+// and a pad's. When the lanes are remapped the array moves with them; when
+// the process ends the engine takes the values back.
 //
 // # Time
 //

@@ -252,16 +252,17 @@ func (in *Installer) StartRun() {
 		// gdb asked for a larger trace buffer: larger lanes. No pad
 		// refers to the old ones any more (none is placed).
 		old := in.lanes
-		in.lanes, in.ctl = nil, 0
-		if err := in.ensureCtlLocked(); err != nil {
-			in.lanes, in.ctl = old, old.mem.Addr
+		l, err := mapLanes(in.proc, want)
+		if err != nil {
 			in.logf("fast tracepoints: keeping %d-byte lanes: %v", old.laneSize, err)
 			return
 		}
+		in.setLanesLocked(l) // the trace state variables move too
+		in.prefaultLocked()
 		if err := in.proc.Unmap(old.mem); err != nil {
 			in.logf("fast tracepoints: %v", err)
 		}
-		return // ensureCtlLocked prefaulted the new lanes
+		return
 	}
 	in.prefaultLocked()
 }

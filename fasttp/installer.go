@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"gotpstub/agentexpr"
 	"gotpstub/frames"
@@ -98,6 +99,49 @@ type Installer struct {
 
 	// clock converts the records' time-stamp counter values.
 	clock *tscClock
+	// shared is lanes for LoadTSV/StoreTSV, which the engine calls with
+	// its lock held: they must not take mu.
+	shared atomic.Pointer[lanes]
+}
+
+// LoadTSV implements tracing.TSVStore: variables 0 to padTSVs-1 live in
+// the memory shared with the pads.
+func (in *Installer) LoadTSV(num int) (int64, bool) {
+	l := in.shared.Load()
+	if l == nil || num < 0 || num >= padTSVs {
+		return 0, false
+	}
+	return l.loadTSV(num), true
+}
+
+// StoreTSV implements tracing.TSVStore.
+func (in *Installer) StoreTSV(num int, v int64) bool {
+	l := in.shared.Load()
+	if l == nil || num < 0 || num >= padTSVs {
+		return false
+	}
+	l.storeTSV(num, v)
+	return true
+}
+
+// setLanesLocked makes l the lanes (nil: none yet), moving the trace state
+// variables from the old ones, and has the engine keep its variables
+// there.
+func (in *Installer) setLanesLocked(l *lanes) {
+	old := in.lanes
+	in.lanes = l
+	if l != nil {
+		in.ctl = l.mem.Addr
+	}
+	if old != nil && l != nil {
+		for num := range padTSVs {
+			l.storeTSV(num, old.loadTSV(num))
+		}
+	}
+	in.shared.Store(l)
+	if old == nil && l != nil {
+		in.engine.SetTSVStore(in)
+	}
 }
 
 // TrapInstaller is the fallback installer (trapfallback.Installer).
@@ -585,7 +629,7 @@ func (in *Installer) ensureCtlLocked() error {
 	if err != nil {
 		return err
 	}
-	in.lanes, in.ctl = l, l.mem.Addr
+	in.setLanesLocked(l)
 	in.fsBase = hasFSBase(in.proc.Pid())
 	in.prefaultLocked()
 	if !in.draining {
@@ -663,8 +707,12 @@ func compileActions(tp *tracing.Tracepoint) (cond *jit.Code, collect []*jit.Code
 	// the thread to the recovery code, which redoes the read safely.
 	opts := jit.Options{ZeroUnreadable: true, FaultLoads: true}
 	compile := func(what string, e *agentexpr.Expr) (*jit.Code, error) {
-		if len(e.TSVsRead) > 0 || len(e.TSVsWritten) > 0 {
-			return nil, fmt.Errorf("%s uses trace state variables (kept by the stub: traps only)", what)
+		for _, num := range append(append([]int(nil), e.TSVsRead...), e.TSVsWritten...) {
+			if num == traceTimestampTSV || num >= padTSVs {
+				// $trace_timestamp is the stub's clock; the pads keep
+				// variables 0 to padTSVs-1 (LoadTSV).
+				return nil, fmt.Errorf("%s uses trace state variable %d (kept by the stub: traps only)", what, num)
+			}
 		}
 		c, err := jit.Compile(e, "amd64", opts)
 		if err != nil {

@@ -20,8 +20,14 @@ const (
 	// ownedLanes is the number of lanes threads can own (jit.PadSpec.Lanes);
 	// one more is shared by the others.
 	ownedLanes = 16
+	// padTSVs is how many trace state variables the pads keep: numbers
+	// 0 to padTSVs-1, in an int64 array after the tracepoint table
+	// (jit.CtlTSVs points to it, jit.CtlNTSVs is padTSVs).
+	padTSVs = 256
+	// tsvOff is the array's offset in the control block.
+	tsvOff = jit.CtlTPs + maxSlots*jit.CtlTPSize
 	// ctlBytes is the control block, rounded to pages.
-	ctlBytes = (jit.CtlTPs + maxSlots*jit.CtlTPSize + 4095) &^ 4095
+	ctlBytes = (tsvOff + 8*padTSVs + 4095) &^ 4095
 )
 
 // lanes is the stub's view of the shared memory.
@@ -107,6 +113,8 @@ func mapLanes(p *inferior.Process, laneSize uint64) (*lanes, error) {
 	l.pid = p.Pid()
 	c := l.ctl()
 	binary.LittleEndian.PutUint64(c[jit.CtlPid:], uint64(p.Pid()))
+	binary.LittleEndian.PutUint64(c[jit.CtlTSVs:], mem.Addr+tsvOff)
+	binary.LittleEndian.PutUint64(c[jit.CtlNTSVs:], padTSVs)
 	for i := range n {
 		h := laneHdr(i)
 		binary.LittleEndian.PutUint64(c[h+jit.LaneBase:], mem.Addr+ctlBytes+uint64(i)*laneSize)
@@ -349,3 +357,9 @@ func hasFSBase(pid int) bool {
 	v, _ := inferior.AuxvValue(auxv, inferior.AtHWCap2)
 	return v&inferior.HWCap2FSGSBase != 0
 }
+
+// loadTSV and storeTSV read and write trace state variable num in the
+// shared array (atomically: pads update it with LOCK XADD).
+func (l *lanes) loadTSV(num int) int64 { return int64(load64(l.ctl(), tsvOff+8*uint64(num))) }
+
+func (l *lanes) storeTSV(num int, v int64) { store64(l.ctl(), tsvOff+8*uint64(num), uint64(v)) }

@@ -41,7 +41,10 @@
 //	+16 tsvs       in:  int64 array of trace state variables, by number
 //	+24 ntsvs      in:  its length; getv n >= ntsvs fails (ErrTSV), setv
 //	                    n >= ntsvs does nothing (as in gdbserver), tracev
-//	                    n >= ntsvs fails (ErrCollect)
+//	                    n >= ntsvs fails (ErrCollect). On amd64,
+//	                    `getv n; const K; add; [ext 64;] setv n` (gdb's
+//	                    `teval $n = $n + K`) is one LOCK XADD: the array
+//	                    may be shared by threads running the code at once
 //	+32 frame      in:  collection buffer
 //	+40 framecap   in:  its size
 //	+48 frameused  in/out: bytes used; collection appends after them

@@ -190,7 +190,10 @@ type Engine struct {
 	fastDropped uint64
 	// asTraps: fast tracepoints the Installer put in as traps this run,
 	// by number, with the reason (FastAsTrap).
-	asTraps  map[int]string
+	asTraps map[int]string
+	// tsvStore holds the variables pads update (SetTSVStore); nil: all
+	// live in tsvs.
+	tsvStore TSVStore
 	stopNote string
 	disconn  bool
 	ro       []roRange
@@ -323,6 +326,7 @@ func (e *Engine) OnInferiorExit() {
 	if e.running {
 		e.stopLocked(reasonStop, 0, "")
 	}
+	e.setTSVStoreLocked(nil) // the shared memory goes with the process
 	for _, tp := range e.tps {
 		tp.installed = false
 	}
@@ -393,7 +397,62 @@ func (e *Engine) tsvValue(v *tsv) int64 {
 	if v.builtin && v.num == timestampTSV {
 		return e.now().UnixMicro()
 	}
+	if e.tsvStore != nil {
+		if val, ok := e.tsvStore.LoadTSV(v.num); ok {
+			return val
+		}
+	}
 	return v.value
+}
+
+// setTSVLocked sets v's value (not a builtin's), in the store when it
+// holds v.
+func (e *Engine) setTSVLocked(v *tsv, val int64) {
+	if v.builtin {
+		return
+	}
+	v.value = val
+	if e.tsvStore != nil {
+		e.tsvStore.StoreTSV(v.num, val)
+	}
+}
+
+// TSVStore keeps trace state variables in memory jump pads read and
+// update in place (fasttp: an array shared with the inferior, updated
+// with atomic instructions), so that counting in a fast tracepoint
+// costs no trip to the stub. Numbers a store does not hold stay in the
+// engine.
+type TSVStore interface {
+	// LoadTSV returns variable num's value, false when the store does
+	// not hold num.
+	LoadTSV(num int) (int64, bool)
+	// StoreTSV sets variable num's value; false when the store does not
+	// hold num.
+	StoreTSV(num int, v int64) bool
+}
+
+// SetTSVStore makes s the home of the variables it holds: their values
+// move there and are read and written there from now on (qTV, trap
+// tracepoints' getv/setv, QTDV). nil brings them back into the engine:
+// OnInferiorExit does so, before the process's memory goes.
+func (e *Engine) SetTSVStore(s TSVStore) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.setTSVStoreLocked(s)
+}
+
+func (e *Engine) setTSVStoreLocked(s TSVStore) {
+	for _, v := range e.tsvs {
+		if !v.builtin {
+			v.value = e.tsvValue(v)
+		}
+	}
+	e.tsvStore = s
+	for _, v := range e.tsvs {
+		if s != nil && !v.builtin {
+			s.StoreTSV(v.num, v.value)
+		}
+	}
 }
 
 // regValue returns register num of a register block, little-endian, its

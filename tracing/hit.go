@@ -61,8 +61,8 @@ func (h *hitState) GetTSV(num int) (int64, bool) {
 
 // SetTSV implements agentexpr.TSVs.
 func (h *hitState) SetTSV(num int, val int64) {
-	if v := h.e.findTSV(num); v != nil && !v.builtin {
-		v.value = val
+	if v := h.e.findTSV(num); v != nil {
+		h.e.setTSVLocked(v, val)
 	}
 }
 

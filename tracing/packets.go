@@ -325,7 +325,8 @@ func (e *Engine) qtDV(s string) []byte {
 		v = &tsv{num: num}
 		e.tsvs = append(e.tsvs, v)
 	}
-	v.initial, v.value, v.name = int64(val), int64(val), name
+	v.initial, v.name = int64(val), name
+	e.setTSVLocked(v, int64(val))
 	return replyOK
 }
 
