@@ -52,8 +52,11 @@ type Report struct {
 	// jmp (fasttp.Site.Dead); BranchTargetOverwritten counts jumps whose
 	// bytes (other than an int3 pun) hold a known branch target or
 	// function entry: it must be 0.
-	Padding                 int    `json:"padding"`
-	Prefixed                int    `json:"prefixed"` // punned jumps with prefixes (fasttp.PaddedSites)
+	Padding  int `json:"padding"`
+	Prefixed int `json:"prefixed"` // punned jumps with prefixes (fasttp.PaddedSites)
+	// Kept counts successor-preserving jumps (fasttp.KeepSite: no int3,
+	// the next instructions' bytes kept); not in Plain or Punned.
+	Kept                    int    `json:"kept"`
 	BranchTargetOverwritten int    `json:"branch_target_overwritten"`
 	Entries                 int    `json:"entries"`
 	EntryJump               int    `json:"entry_jump"`
@@ -222,6 +225,10 @@ func (r *Report) function(fn function, free []fasttp.Range, targets map[uint64]b
 		if overwritesTarget(site, targets) {
 			r.BranchTargetOverwritten++
 		}
+		if site.Keep > 0 {
+			r.Kept++
+			continue
+		}
 		if len(site.Puns) == 0 {
 			r.Plain++
 			continue
@@ -242,23 +249,24 @@ func (r *Report) function(fn function, free []fasttp.Range, targets map[uint64]b
 	}
 }
 
-// placeSite plans the jump at addr as the installer does: PlanSite, and
-// when no pad address suits its puns, the prefix-padded variants.
+// placeSite plans the jump at addr as the installer does: the first of
+// fasttp.SiteCandidates that gets a pad address.
 func placeSite(code []byte, addr uint64, free []fasttp.Range) (fasttp.Site, error) {
-	site, err := fasttp.PlanSite(code, addr)
+	cands, err := fasttp.SiteCandidates(code, addr)
 	if err != nil {
-		return site, err
+		return fasttp.Site{}, err
 	}
-	_, err = fasttp.FindPadAddr(site, free, padSize)
-	for _, alt := range fasttp.PaddedSites(code, site) {
+	var first error
+	for _, c := range cands {
+		_, err := fasttp.FindPadAddr(c, free, padSize)
 		if err == nil {
-			break
+			return c, nil
 		}
-		if _, e := fasttp.FindPadAddr(alt, free, padSize); e == nil {
-			site, err = alt, nil
+		if first == nil {
+			first = err
 		}
 	}
-	return site, err
+	return fasttp.Site{}, first
 }
 
 // overwritesTarget reports whether the jump planned at site replaces the

@@ -99,12 +99,13 @@ func (in *Installer) placeHeldBack() {
 func (in *Installer) mayPlaceAgain(tp *tracing.Tracepoint) bool {
 	code := make([]byte, 32)
 	n, _ := in.proc.ReadMemory(tp.Addr, code)
-	site, err := PlanSite(code[:n], tp.Addr)
+	cands, err := SiteCandidates(code[:n], tp.Addr)
 	if err != nil {
 		return true // installJump says why, once more
 	}
+	site := cands[0]
 	end := tp.Addr + uint64(site.Covered)
-	if _, ok := in.breakInside(tp.Addr, uint64(site.Covered)); ok {
+	if _, ok := in.breakInside(tp.Addr, uint64(site.Footprint())); ok {
 		return false
 	}
 	inside := false

@@ -28,6 +28,19 @@
 // instruction. Pads without puns share arenas near their code; punned pads
 // get their own pages at the computed address.
 //
+// SiteCandidates (plan.go) lists the shapes to try, cheapest first: a plain
+// jump when the first instruction has 5 bytes or more; otherwise first
+// the successor-preserving pun (KeepSite, E9Patch's tactic), which
+// replaces only the first instruction and leaves the next instructions'
+// bytes as they are — they are the displacement's last bytes, so the pad
+// goes where they point (its address's low bytes chosen with the first
+// instruction's spare bytes) and nothing traps: a thread arriving at a
+// following instruction runs it unchanged, and the relocated first
+// instruction returns to it. Any write into those kept bytes would move
+// the jump, so a gdb breakpoint or trap tracepoint there makes the
+// tracepoint a trap (Site.Footprint is what nobody else may touch). When
+// that address is taken, the int3 pun above, then its padded variants.
+//
 // Two more shapes (plan.go): after a ret or jmp, the jump may end in the
 // alignment padding that follows (nops or int3s up to a 16-byte
 // boundary: Site.Dead), which nothing executes; and a punned jump that

@@ -302,9 +302,9 @@ func (in *Installer) faultHook(_ int, pc uint64, _ int, _ uint64) (uint64, bool)
 // conflictLocked reports whether site's covered bytes hold a gdb
 // breakpoint (after the first byte), a trap tracepoint or another jump.
 func (in *Installer) conflictLocked(site Site) bool {
-	_, brk := in.breakInsideLocked(site.Addr, uint64(site.Covered))
-	return brk || in.trapsWithinLocked(site.Addr, uint64(site.Covered)) ||
-		len(in.jumpsCoveringLocked(site.Addr, uint64(site.Covered))) > 0
+	n := uint64(site.Footprint())
+	_, brk := in.breakInsideLocked(site.Addr, n)
+	return brk || in.trapsWithinLocked(site.Addr, n) || len(in.jumpsCoveringLocked(site.Addr, n)) > 0
 }
 
 // jumpsCovering returns the placed jumps whose covered bytes overlap
@@ -318,7 +318,7 @@ func (in *Installer) jumpsCovering(addr, n uint64) []*jumpSite {
 func (in *Installer) jumpsCoveringLocked(addr, n uint64) []*jumpSite {
 	var out []*jumpSite
 	for _, s := range in.sites {
-		if s.tp.Addr < addr+n && addr < s.tp.Addr+uint64(s.site.Covered) {
+		if s.tp.Addr < addr+n && addr < s.tp.Addr+uint64(s.site.Footprint()) {
 			out = append(out, s)
 		}
 	}
@@ -462,17 +462,18 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	if n < 16 {
 		return fmt.Errorf("reading the code: %w", err)
 	}
-	site, err := PlanSite(code[:n], tp.Addr)
+	cands, err := SiteCandidates(code[:n], tp.Addr)
 	if err != nil {
 		return err
 	}
-	if at, ok := in.breakInside(tp.Addr, uint64(site.Covered)); ok {
+	site := cands[0]
+	if at, ok := in.breakInside(tp.Addr, uint64(site.Footprint())); ok {
 		return &heldBackError{at: at}
 	}
-	if in.trapsWithin(tp.Addr, uint64(site.Covered)) {
+	if in.trapsWithin(tp.Addr, uint64(site.Footprint())) {
 		return errors.New("another tracepoint shares its bytes")
 	}
-	if others := in.jumpsCovering(tp.Addr, uint64(site.Covered)); len(others) > 0 {
+	if others := in.jumpsCovering(tp.Addr, uint64(site.Footprint())); len(others) > 0 {
 		for _, s := range others {
 			if err := in.convertToTrap(s); err != nil {
 				return err
@@ -515,29 +516,7 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 		return fmt.Errorf("building the pad: %w", err)
 	}
 	padLen := align16(uint64(len(probe.Code)))
-	sizeFor := func(s Site) uint64 { return padLen + 16*uint64(len(s.Insns)+1) + 64 }
-	size := sizeFor(site)
-	var base uint64
-	if len(site.Puns) == 0 {
-		base, err = in.arenaSpaceLocked(tp.Addr, size)
-	} else {
-		// The jump's displacement must carry int3 bytes where later
-		// covered instructions start: the pad goes to an address that
-		// makes it so, in memory of its own; failing that, a jump with
-		// prefixes moves those bytes (PaddedSites).
-		base, err = in.punnedPadAddr(site, size)
-		for _, alt := range PaddedSites(code[:n], site) {
-			if err == nil {
-				break
-			}
-			if in.conflictLocked(alt) {
-				continue
-			}
-			if b, e := in.punnedPadAddr(alt, sizeFor(alt)); e == nil {
-				site, base, size, err = alt, b, sizeFor(alt), nil
-			}
-		}
-	}
+	site, base, size, err := in.placeLocked(cands, func(s Site) uint64 { return padLen + 16*uint64(len(s.Insns)+1) + 64 })
 	if err != nil {
 		return err
 	}
@@ -617,6 +596,36 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	in.bySlot[slot] = s
 	in.setActiveLocked(true)
 	return nil
+}
+
+// placeLocked takes the first candidate (SiteCandidates) that gets pad
+// memory, sizeFor(site) bytes: a plain jump's pad goes to an arena near
+// the code; a jump whose displacement must have given bytes (int3 puns,
+// kept successor bytes) gets memory of its own at an address that gives
+// them. Candidates after the first are skipped when their bytes hold a
+// breakpoint, a trap or another jump. The error is the first
+// candidate's.
+func (in *Installer) placeLocked(cands []Site, sizeFor func(Site) uint64) (Site, uint64, uint64, error) {
+	var first error
+	for i, c := range cands {
+		if i > 0 && in.conflictLocked(c) {
+			continue
+		}
+		var base uint64
+		var err error
+		if len(c.Forced) == 0 {
+			base, err = in.arenaSpaceLocked(c.Addr, sizeFor(c))
+		} else {
+			base, err = in.punnedPadAddr(c, sizeFor(c))
+		}
+		if err == nil {
+			return c, base, sizeFor(c), nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return Site{}, 0, 0, first
 }
 
 // ensureCtlLocked maps the shared control block and lanes on first use

@@ -44,8 +44,11 @@ func (in *Installer) placement(tp *tracing.Tracepoint) string {
 	head := fmt.Sprintf("tracepoint %d at %#x: ", tp.Num, tp.Addr)
 	if s := in.sites[tp]; s != nil {
 		shape := "plain jump"
-		if len(s.puns) > 0 {
+		switch {
+		case len(s.puns) > 0:
 			shape = "punned jump"
+		case s.site.Keep > 0:
+			shape = "successor-preserving jump"
 		}
 
 		heads := "no int3"
@@ -58,6 +61,9 @@ func (in *Installer) placement(tp *tracing.Tracepoint) string {
 		}
 		if s.site.Prefix > 0 {
 			heads += fmt.Sprintf(", %d prefix bytes", s.site.Prefix)
+		}
+		if s.site.Keep > 0 {
+			heads += fmt.Sprintf(", keeps %d bytes of the next instructions", s.site.Keep)
 		}
 		if s.site.Dead > 0 {
 			heads += fmt.Sprintf(", %d bytes of padding", s.site.Dead)

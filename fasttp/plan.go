@@ -50,6 +50,11 @@ type Site struct {
 	// Forced maps rel32 byte index (0..3, i.e. offset-Prefix-1) to the
 	// value it must have: Int3 for each pun.
 	Forced map[int]byte
+	// Keep is the number of bytes of the following instructions the jump
+	// keeps as they are (a successor-preserving pun, KeepSite): its rel32
+	// ends with them, so a thread arriving at those instructions runs them
+	// unchanged, and the pad returns to them. 0 for the other shapes.
+	Keep int
 	// Prefix is the number of redundant prefixes (PadPrefix) written
 	// before the jump's opcode. Prefix padding moves the rel32 bytes
 	// later, so the bytes puns force are lower ones: a non-PIE
@@ -68,6 +73,11 @@ const MaxPrefix = 3
 
 // jumpLen is the length of the jump with its prefixes.
 func (s Site) jumpLen() int { return s.Prefix + JumpLen }
+
+// Footprint is the number of bytes from Addr the patch occupies: the
+// covered bytes, or the whole jump when it keeps bytes of the next
+// instructions. Nothing else may write there while the jump is in.
+func (s Site) Footprint() int { return max(s.Covered, s.jumpLen()) }
 
 // JumpEnd is the address after the jump (and its prefixes), from which
 // rel32 counts.
@@ -108,6 +118,65 @@ func PaddedSites(code []byte, s Site) []Site {
 		}
 	}
 	return out
+}
+
+// SiteCandidates returns the ways to place a jump at addr, cheapest
+// first: PlanSite's site when it puns nothing (a plain jump, possibly
+// ending in padding); otherwise the successor-preserving pun (KeepSite:
+// no int3), PlanSite's punned site (int3s at covered heads) and its
+// prefix-padded variants (PaddedSites). The caller takes the first that
+// gets a pad address. The error is PlanSite's when there is no
+// candidate.
+func SiteCandidates(code []byte, addr uint64) ([]Site, error) {
+	site, err := PlanSite(code, addr)
+	if err == nil && len(site.Puns) == 0 {
+		return []Site{site}, nil
+	}
+	var out []Site
+	if k, kerr := KeepSite(code, addr); kerr == nil {
+		out = append(out, k)
+	}
+	if err == nil {
+		out = append(append(out, site), PaddedSites(code, site)...)
+	}
+	if len(out) == 0 {
+		return nil, err
+	}
+	return out, nil
+}
+
+// KeepSite plans a successor-preserving pun at addr (E9Patch's tactic):
+// the jump replaces only the first instruction when it is shorter than
+// the jump, and its displacement's last bytes are the next
+// instructions' own bytes, left as they are. Only pad addresses that
+// give the displacement those bytes will do (FindPadAddr with Forced);
+// in return nothing traps: a thread that arrives at a following
+// instruction (a branch target) runs it unchanged, and the relocated
+// first instruction returns there. It refuses what PlanSite refuses about
+// the first instruction, and first instructions of 5 bytes or more
+// (PlanSite's plain jump is better).
+func KeepSite(code []byte, addr uint64) (Site, error) {
+	in, err := DecodeInsn(code, addr)
+	if err != nil {
+		return Site{}, fmt.Errorf("plan site %#x: %w: %w", addr, ErrSiteRefused, err)
+	}
+	if in.Len >= JumpLen {
+		return Site{}, fmt.Errorf("plan site %#x: %w: a plain jump fits", addr, ErrSiteRefused)
+	}
+	if len(code) < JumpLen {
+		return Site{}, fmt.Errorf("plan site %#x: %w: %d bytes of code", addr, ErrSiteRefused, len(code))
+	}
+	if _, err := RelocateInsn(in, in.Addr); err != nil {
+		return Site{}, fmt.Errorf("plan site %#x: %w: %w", addr, ErrSiteRefused, err)
+	}
+	if in.RelSize > 0 && in.Target > addr && in.Target < addr+JumpLen {
+		return Site{}, fmt.Errorf("plan site %#x: %w: the %v targets %#x inside the jump", addr, ErrSiteRefused, in.Kind, in.Target)
+	}
+	s := Site{Addr: addr, Insns: []Insn{in}, Covered: in.Len, Keep: JumpLen - in.Len, Forced: map[int]byte{}}
+	for off := in.Len; off < JumpLen; off++ {
+		s.Forced[off-1] = code[off]
+	}
+	return s, nil
 }
 
 func planSite(code []byte, addr uint64, prefix int) (Site, error) {
@@ -158,14 +227,14 @@ func planSite(code []byte, addr uint64, prefix int) (Site, error) {
 // the bytes Forced requires (a pad address not obtained from FindPadAddr).
 func (s Site) PatchBytes(pad uint64) ([]byte, error) {
 	jl := s.jumpLen()
-	if s.Covered < jl {
+	if s.Covered+s.Keep < jl {
 		return nil, fmt.Errorf("patch for %#x: site covers only %d bytes", s.Addr, s.Covered)
 	}
 	d, err := rel32(s.JumpEnd(), pad)
 	if err != nil {
 		return nil, fmt.Errorf("patch for %#x: %w", s.Addr, err)
 	}
-	patch := make([]byte, s.Covered)
+	patch := make([]byte, s.Footprint())
 	for i := range s.Prefix {
 		patch[i] = PadPrefix
 	}
@@ -174,6 +243,8 @@ func (s Site) PatchBytes(pad uint64) ([]byte, error) {
 	for i := jl; i < s.Covered; i++ {
 		patch[i] = Int3
 	}
+	// Kept bytes: the displacement's last bytes are already the next
+	// instructions' (Forced checks it below).
 	for idx, v := range s.Forced {
 		if idx < 0 || idx > 3 || patch[s.Prefix+1+idx] != v {
 			return nil, fmt.Errorf("patch for %#x: rel32 %#08x does not have byte %d = %#02x", s.Addr, uint32(d), idx, v)

@@ -1,6 +1,7 @@
 package fasttp
 
 import (
+	"bytes"
 	"errors"
 	"maps"
 	"slices"
@@ -265,5 +266,85 @@ func TestPaddedSitesLimits(t *testing.T) {
 	}
 	if alts := PaddedSites(plain, site); len(alts) != 0 {
 		t.Errorf("%d variants of a plain site", len(alts))
+	}
+}
+
+// A successor-preserving pun replaces only the first instruction: the
+// displacement's last bytes are the next instructions' own, so the patch
+// leaves them as they are and the pad address follows from them.
+func TestKeepSite(t *testing.T) {
+	const addr = 0x7ffff7c40000
+	free := []Range{{0x7fff00000000, 0x7ffff7c00000}, {0x7ffff7d00000, 0x7ffffff00000}}
+	tests := []struct {
+		name   string
+		code   []byte
+		keep   int
+		refuse bool
+	}{
+		{"push rbp; mov rbp,rsp; inc eax", []byte{0x55, 0x48, 0x89, 0xe5, 0xff, 0xc0, 0x90, 0x90}, 4, false},
+		{"ret, then a function", []byte{0xc3, 0xf3, 0x0f, 0x1e, 0xfa, 0x55, 0x90, 0x90}, 4, false},
+		{"3-byte add, then movq", []byte{0x48, 0x01, 0xf0, 0x48, 0x89, 0xc2, 0x90, 0x90}, 2, false},
+		{"first instruction is 5 bytes", []byte{0xe8, 1, 2, 3, 4, 0x90, 0x90, 0x90}, 0, true},
+		{"jcc into the jump", []byte{0x74, 0x01, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90}, 0, true},
+		{"int3 first", []byte{0xcc, 0x90, 0x90, 0x90, 0x90, 0x90}, 0, true},
+		{"too short", []byte{0x55, 0x48}, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := KeepSite(tt.code, addr)
+			if tt.refuse {
+				if !errors.Is(err, ErrSiteRefused) {
+					t.Fatalf("KeepSite = %+v, %v; want ErrSiteRefused", s, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Keep != tt.keep || s.Covered != JumpLen-tt.keep || len(s.Insns) != 1 || len(s.Puns) != 0 || s.Footprint() != JumpLen {
+				t.Fatalf("keep %d covered %d insns %d puns %v footprint %d", s.Keep, s.Covered, len(s.Insns), s.Puns, s.Footprint())
+			}
+			pad, err := FindPadAddr(s, free, 1024)
+			if err != nil {
+				t.Fatalf("no pad address: %v", err)
+			}
+			patch, err := s.PatchBytes(pad)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(patch[s.Covered:], tt.code[s.Covered:JumpLen]) {
+				t.Errorf("patch % x changes the kept bytes % x", patch, tt.code[s.Covered:JumpLen])
+			}
+			in, err := DecodeInsn(patch, addr)
+			if err != nil || in.Kind != KindJmpRel32 || in.Target != pad {
+				t.Errorf("patch decodes as %+v, %v; want a jmp to %#x", in, err, pad)
+			}
+			if s.Resume() != addr+uint64(s.Covered) {
+				t.Errorf("resume at %#x", s.Resume())
+			}
+		})
+	}
+}
+
+// SiteCandidates orders the shapes: a plain jump alone; else the
+// successor-preserving pun, the int3 pun, then its padded variants.
+func TestSiteCandidates(t *testing.T) {
+	plain := []byte{0x48, 0x8b, 0x05, 0x10, 0, 0, 0, 0x90, 0x90, 0x90, 0x90}
+	c, err := SiteCandidates(plain, 0x401000)
+	if err != nil || len(c) != 1 || c[0].Keep != 0 || len(c[0].Puns) != 0 {
+		t.Fatalf("plain: %+v, %v", c, err)
+	}
+	short := []byte{0x48, 0x83, 0xec, 0x20, 0x48, 0x89, 0xe5, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90}
+	c, err = SiteCandidates(short, 0x401000)
+	if err != nil || len(c) != 5 || c[0].Keep != 1 || len(c[1].Puns) != 1 || c[1].Prefix != 0 || c[2].Prefix != 1 || c[4].Prefix != 3 {
+		t.Fatalf("short first instruction: %d candidates, %v", len(c), err)
+	}
+	ret := []byte{0xc3, 0x55, 0x48, 0x89, 0xe5, 0x90}
+	c, err = SiteCandidates(ret, 0x401003) // code after the ret, no padding
+	if err != nil || len(c) != 1 || c[0].Keep != 4 {
+		t.Fatalf("ret then code: %+v, %v", c, err)
+	}
+	if _, err := SiteCandidates([]byte{0xcc, 0x90, 0x90, 0x90, 0x90, 0x90}, 0x401000); !errors.Is(err, ErrSiteRefused) {
+		t.Fatalf("int3: %v", err)
 	}
 }
