@@ -60,6 +60,7 @@ type Installer struct {
 	ringSet  bool   // SetRingSize was called: the lanes are exactly ringSize
 	draining bool   // the drainer goroutine runs
 	fsBase   bool   // pads may use rdfsbase (per-thread lanes)
+	tpLoad   bool   // without rdfsbase, pads read the thread pointer at %fs:0 (tcbSelfPointers)
 	nextSlot uint32
 	sites    map[*tracing.Tracepoint]*jumpSite
 	bySlot   []*jumpSite                    // by tracepoint table slot (maxSlots)
@@ -499,7 +500,7 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	spec := jit.PadSpec{
 		TPAddr: tp.Addr, Ctl: in.ctl, TPIndex: slot,
 		Cond: cond, Collect: collect, CollectCap: capBytes, CollectRegs: regs,
-		Lanes: ownedLanes, FSBase: in.fsBase, FrameBase: frames.HeaderSize,
+		Lanes: ownedLanes, FSBase: in.fsBase, TPLoad: in.tpLoad, FrameBase: frames.HeaderSize,
 	}
 	if regs {
 		spec.FrameBase += 1 + uint32(in.engine.RegBlockSize())
@@ -640,6 +641,7 @@ func (in *Installer) ensureCtlLocked() error {
 	}
 	in.setLanesLocked(l)
 	in.fsBase = hasFSBase(in.proc.Pid())
+	in.tpLoad = !in.fsBase && tcbSelfPointers(in.proc)
 	in.prefaultLocked()
 	if !in.draining {
 		in.draining = true

@@ -11,6 +11,7 @@ import (
 
 	"gotpstub/inferior"
 	"gotpstub/jit"
+	"gotpstub/tdesc"
 )
 
 // Layout of the memory the stub shares with the inferior: the control
@@ -356,6 +357,32 @@ func hasFSBase(pid int) bool {
 	}
 	v, _ := inferior.AuxvValue(auxv, inferior.AtHWCap2)
 	return v&inferior.HWCap2FSGSBase != 0
+}
+
+// tcbSelfPointers reports whether the pads may take a thread's pointer
+// from %fs:0 (jit.PadSpec.TPLoad) in this process: every thread with a
+// thread pointer has, at that address, the pointer itself (glibc's and
+// musl's thread control block starts with its own address; a Go program
+// without cgo, for one, keeps something else there), and there is at
+// least one such thread.
+func tcbSelfPointers(p *inferior.Process) bool {
+	seen := false
+	for _, tid := range p.Threads() {
+		regs, err := p.Registers(tid)
+		if err != nil {
+			continue
+		}
+		fs := regs.Uint64(tdesc.FSBASE)
+		if fs == 0 {
+			continue
+		}
+		var word [8]byte
+		if n, _ := p.ReadMemory(fs, word[:]); n != 8 || binary.LittleEndian.Uint64(word[:]) != fs {
+			return false
+		}
+		seen = true
+	}
+	return seen
 }
 
 // loadTSV and storeTSV read and write trace state variable num in the

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"gotpstub/jit"
 	"gotpstub/tracing"
 )
 
@@ -24,7 +25,7 @@ func (in *Installer) Placements() string {
 	}
 	in.mu.Unlock()
 	if len(tps) == 0 {
-		return "no tracepoint is installed (they are, from tstart to tstop)\n"
+		return "no tracepoint is installed (they are, from tstart to tstop)\n" + in.laneUse()
 	}
 	slices.SortFunc(tps, func(a, b *tracing.Tracepoint) int {
 		return cmp.Or(cmp.Compare(a.Num, b.Num), cmp.Compare(a.Addr, b.Addr))
@@ -34,7 +35,34 @@ func (in *Installer) Placements() string {
 		b.WriteString(in.placement(tp))
 		b.WriteByte('\n')
 	}
+	b.WriteString(in.laneUse())
 	return b.String()
+}
+
+// laneUse says how pads find a thread's lane and how many threads own
+// one (in the run going on or the last one), a line; "" before the
+// first fast tracepoint.
+func (in *Installer) laneUse() string {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	l := in.lanes
+	if l == nil {
+		return ""
+	}
+	how := "no thread pointer (rdfsbase not allowed, %fs:0 not a thread pointer): every thread shares one lane"
+	switch {
+	case in.fsBase:
+		how = "thread pointer by rdfsbase"
+	case in.tpLoad:
+		how = "thread pointer at %fs:0 (no rdfsbase here)"
+	}
+	owned := 0
+	for i := range ownedLanes {
+		if load64(l.ctl(), uint64(jit.CtlOwners+8*i)) != 0 {
+			owned++
+		}
+	}
+	return fmt.Sprintf("lanes: %s; %d of %d lanes owned by a thread, 1 shared\n", how, owned, ownedLanes)
 }
 
 // placement describes tp's placement in one line.

@@ -24,7 +24,7 @@ func (in *Installer) prefaultLocked() {
 		return
 	}
 	var used []int
-	if in.fsBase {
+	if in.fsBase || in.tpLoad {
 		l.clearOwners()
 		for _, tid := range in.proc.Threads() {
 			regs, err := in.proc.Registers(tid)

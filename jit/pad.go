@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"sort"
 )
 
 // Control block layout (one per traced process, in memory the stub shares
@@ -155,7 +156,13 @@ type PadSpec struct {
 	// FSBase: the CPU and kernel allow rdfsbase (HWCAP2_FSGSBASE), which
 	// gives the thread pointer that picks a thread's lane. Without it
 	// every hit goes to the shared lane and RecThread is 0.
-	FSBase   bool
+	FSBase bool
+	// TPLoad, without FSBase: read the thread pointer from %fs:0, where
+	// glibc and musl keep the thread control block's pointer to itself
+	// (the caller checks that they do). A thread whose fs base is 0
+	// faults there; the fault, listed in Faults, resumes at code that
+	// takes the shared lane.
+	TPLoad   bool
 	TailAddr uint64 // the relocated instructions; the pad ends with jmp rel32 to it
 	// FrameBase is the size of the gdb trace frame a record makes,
 	// without its collection blocks (header, and the register block when
@@ -238,6 +245,8 @@ type padBuilder struct {
 	// condition (-1: none) or a collection fails.
 	condErrFix    int
 	collectErrFix []int
+	// tpLoad and tpLoadEnd bracket the %fs:0 load (TPLoad), -1 when none.
+	tpLoad, tpLoadEnd int
 }
 
 // BuildJumpPadAMD64 generates the amd64 jump pad for spec. The pad saves
@@ -250,7 +259,7 @@ func BuildJumpPadAMD64(spec PadSpec) (*JumpPad, error) {
 	if err := checkPadSpec(spec); err != nil {
 		return nil, err
 	}
-	b := &padBuilder{spec: spec, cond: -1, condErrFix: -1,
+	b := &padBuilder{spec: spec, cond: -1, condErrFix: -1, tpLoad: -1, tpLoadEnd: -1,
 		recSize: spec.RecordSize(),
 		tpDisp:  int32(uint64(CtlTPs) + uint64(spec.TPIndex)*CtlTPSize)}
 	earlyTail := b.fastExit()
@@ -264,6 +273,15 @@ func BuildJumpPadAMD64(spec PadSpec) (*JumpPad, error) {
 	b.collectError()
 	b.conditionError()
 	faults := b.placeCode()
+	if b.tpLoad >= 0 {
+		// A fault at the %fs:0 load (no thread pointer): rsi = 0, the
+		// shared lane.
+		rec := b.a.pos()
+		b.a.aluRR32(aluXor, rSI, rSI)
+		b.a.patch32(b.a.jmp32(), b.tpLoadEnd)
+		faults = append(faults, PadFault{PC: spec.Addr + uint64(b.tpLoad), Recover: spec.Addr + uint64(rec)})
+		sort.Slice(faults, func(i, j int) bool { return faults[i].PC < faults[j].PC })
+	}
 	for _, f := range b.skip {
 		b.a.patch32(f, skip)
 	}
@@ -674,12 +692,18 @@ func (b *padBuilder) lane() {
 	n := b.spec.Lanes
 	a.lea(padLane, at(padCtl, int32(CtlLanes+n*LaneHdrSize)))
 	a.movImm(padShared, 1)
-	if !b.spec.FSBase {
+	switch {
+	case b.spec.FSBase:
+		a.rdfsbase(rSI)
+	case b.spec.TPLoad:
+		b.tpLoad = a.pos()
+		a.byte1(0x64, 0x48, 0x8b, 0x34, 0x25, 0, 0, 0, 0) // mov %fs:0, %rsi
+		b.tpLoadEnd = a.pos()
+	default:
 		a.aluRR32(aluXor, rAX, rAX)
 		a.store64(at(rSP, locThread), rAX)
 		return
 	}
-	a.rdfsbase(rSI)
 	a.store64(at(rSP, locThread), rSI)
 	a.testRR(rSI, rSI)
 	var done []int

@@ -2033,3 +2033,47 @@ func TestPadLaneSpent(t *testing.T) {
 		})
 	}
 }
+
+// With TPLoad the pad reads the thread pointer at %fs:0 and lists that
+// load among its faults: a thread without one (fs base 0) is resumed at
+// code that takes the shared lane (rsi = 0) and goes on after the load.
+func TestPadThreadPointerLoad(t *testing.T) {
+	const addr = 0x7000_0000_0000
+	pad, err := BuildJumpPadAMD64(PadSpec{Lanes: 4, TPLoad: true, Addr: addr, TailAddr: addr + 0x1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(pc uint64) x86asm.Inst {
+		in, err := x86asm.Decode(pad.Code[pc-addr:], 64)
+		if err != nil {
+			t.Fatalf("decode at %#x: %v", pc, err)
+		}
+		return in
+	}
+	var load *PadFault
+	for i, f := range pad.Faults {
+		in := at(f.PC)
+		if m, ok := in.Args[1].(x86asm.Mem); ok && in.Op == x86asm.MOV && m.Segment == x86asm.FS {
+			load = &pad.Faults[i]
+		}
+	}
+	if load == nil {
+		t.Fatalf("no %%fs load among the faults %v", pad.Faults)
+	}
+	if in := at(load.PC); in.Args[0] != x86asm.RSI || in.Args[1].(x86asm.Mem).Disp != 0 || in.Args[1].(x86asm.Mem).Base != 0 {
+		t.Errorf("load %v, want rsi = %%fs:0", in)
+	}
+	xor := at(load.Recover)
+	jmp := at(load.Recover + uint64(xor.Len))
+	if xor.Op != x86asm.XOR || jmp.Op != x86asm.JMP {
+		t.Fatalf("recovery %v; %v", xor, jmp)
+	}
+	next := load.PC + uint64(at(load.PC).Len)
+	if target := load.Recover + uint64(xor.Len) + uint64(jmp.Len) + uint64(int64(jmp.Args[0].(x86asm.Rel))); target != next {
+		t.Errorf("recovery goes on at %#x, want %#x (after the load)", target, next)
+	}
+	plain, _ := BuildJumpPadAMD64(PadSpec{Lanes: 4, Addr: addr, TailAddr: addr + 0x1000})
+	if len(plain.Faults) != 0 {
+		t.Errorf("a pad without TPLoad lists faults %v", plain.Faults)
+	}
+}
