@@ -80,8 +80,10 @@
 // The pad steps below the 128-byte red zone, saves flags and the 16 GPRs,
 // clears DF, leaves at once when collection is off (CtlActive) or no
 // stub is alive (CtlStubAlive), reads the time-stamp counter, runs the
-// compiled condition, finds the thread's lane (rdfsbase: a thread claims
-// a lane of its own on its first hit), reserves a record there with lock
+// compiled condition, finds the thread's lane (by its thread pointer,
+// from rdfsbase or, where the machine does not allow it, %fs:0 when
+// every thread's TCB points to itself: a thread claims a lane of its own
+// on its first hit), reserves a record there with lock
 // cmpxchg, writes a 32-byte header (tracepoint, time, thread), the
 // register block only when the tracepoint collects registers, and the
 // compiled collection, commits the record by storing its size last,

@@ -291,10 +291,14 @@
 // stop = StopError and the index (if still 0), active = 0, Skip. Stopping
 // sets stop before it clears active.
 //
-// Lane selection. Without PadSpec.FSBase every hit goes to the shared
-// lane and RecThread is 0. With it (only where the kernel enables
+// Lane selection. With PadSpec.FSBase (only where the kernel enables
 // rdfsbase, HWCAP2_FSGSBASE; elsewhere it is #UD), rdfsbase gives the
-// thread pointer f, recorded in RecThread; f == 0 uses the shared lane.
+// thread pointer f; with PadSpec.TPLoad instead, `mov %fs:0, %rsi` reads
+// it from the thread control block, which glibc and musl start with its
+// own address (a thread without one faults there: the load is in Faults,
+// its recovery sets f = 0); with neither every hit goes to the shared
+// lane and RecThread is 0. f is recorded in RecThread; f == 0 uses the
+// shared lane.
 // Otherwise the pad probes the owner table linearly (modulo Lanes, at
 // most Lanes entries) from slot ((f>>12) * 0x9e3779b97f4a7c15) >> (64 -
 // log2 Lanes) (0 for one lane): an entry equal to f is the thread's lane;
