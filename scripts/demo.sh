@@ -6,7 +6,9 @@
 # stub on a free localhost port and runs gdb with scripts/gdb/demo.gdb:
 # tracepoints (conditional, args/locals/struct/string, a trace state
 # variable counter), tstart, run to the end, tstop, tstatus and a tdump of
-# every collected frame. Finally prints what the program itself printed.
+# every collected frame, then tsave -r. Finally prints what the program
+# itself printed and the saved frames exported (JSON Lines; CTF through
+# babeltrace2 when it is installed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -72,7 +74,8 @@ fi
 
 echo "+ gdb -batch -nx -ex 'target remote 127.0.0.1:$port' -x scripts/gdb/demo.gdb $work/demo"
 timeout 120 gdb -batch -nx -ex "set sysroot /" -ex "set confirm off" \
-	-ex "target remote 127.0.0.1:$port" -x scripts/gdb/demo.gdb "$work/demo"
+	-ex "target remote 127.0.0.1:$port" -x scripts/gdb/demo.gdb \
+	-ex "tsave -r $work/demo.tf" "$work/demo"
 
 # gdb kills the program when it exits; the --once stub then exits too.
 for _ in $(seq 50); do
@@ -82,3 +85,18 @@ done
 echo
 echo "=== the stub's and the program's output ==="
 cat "$work/stub.log"
+
+# The frames the stub saved (tsave -r), exported: JSON Lines (the first
+# two frames, cut), and CTF read back by babeltrace2 when it is installed.
+case "$STUB" in
+*gotpstub*)
+	echo
+	echo "=== $STUB export --format json $work/demo.tf | head -2 ==="
+	{ "$STUB" export --format json "$work/demo.tf" || true; } | head -2 | cut -c1-200
+	if command -v babeltrace2 >/dev/null 2>&1; then
+		"$STUB" export --format ctf -o "$work/demo.ctf" "$work/demo.tf"
+		echo "=== babeltrace2 (CTF export) | head -2 ==="
+		{ babeltrace2 "$work/demo.ctf" || true; } | head -2 | cut -c1-200
+	fi
+	;;
+esac
