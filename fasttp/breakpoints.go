@@ -58,7 +58,7 @@ func (in *Installer) BreakpointInserted(addr uint64) error {
 			return err
 		}
 		in.mu.Lock()
-		in.heldBack[s.tp] = true
+		in.heldBack[s.tp] = s // its pad stays: placeAgain reuses it
 		in.mu.Unlock()
 	}
 	return nil
@@ -104,6 +104,11 @@ func (in *Installer) mayPlaceAgain(tp *tracing.Tracepoint) bool {
 		return true // installJump says why, once more
 	}
 	site := cands[0]
+	in.mu.Lock()
+	if held := in.heldBack[tp]; held != nil {
+		site = held.site // the jump to put back
+	}
+	in.mu.Unlock()
 	end := tp.Addr + uint64(site.Covered)
 	if _, ok := in.breakInside(tp.Addr, uint64(site.Footprint())); ok {
 		return false
@@ -126,9 +131,18 @@ func (in *Installer) placeAgain(tp *tracing.Tracepoint) {
 	}
 	in.mu.Lock()
 	delete(in.viaTrap, tp) // not "another tracepoint" to installJump
+	old := in.heldBack[tp]
 	delete(in.heldBack, tp)
 	in.mu.Unlock()
-	err := in.installJump(tp)
+	var err error
+	if old != nil {
+		// The same jump to the same pad: a pad whose address the
+		// displacement fixes could not be placed again anyway (its
+		// page is still ours).
+		err = in.repatch(old)
+	} else {
+		err = in.installJump(tp)
+	}
 	if err != nil {
 		in.mu.Lock()
 		in.viaTrap[tp] = err.Error()
@@ -144,4 +158,33 @@ func (in *Installer) placeAgain(tp *tracing.Tracepoint) {
 	if err := in.traps.Install(tp); err != nil {
 		in.logf("fast tracepoint %d at %#x: putting the trap back: %v", tp.Num, tp.Addr, err)
 	}
+}
+
+// repatch puts back the jump of s, taken out by convertToTrapFor, to its
+// pad (still there: pads are never unmapped), with its puns' traps.
+func (in *Installer) repatch(s *jumpSite) error {
+	jmp, err := s.site.PatchBytes(s.padAddr)
+	if err != nil {
+		return err
+	}
+	if err := in.proc.InsertPatch(s.tp.Addr, jmp); err != nil {
+		return fmt.Errorf("writing the jump again: %w", err)
+	}
+	s.patched = true
+	for _, off := range s.site.Puns {
+		head := s.tp.Addr + uint64(off)
+		if err := in.proc.InsertInternalTrap(head); err != nil {
+			_ = in.unpatch(s)
+			return fmt.Errorf("trapping the covered instruction at %#x: %w", head, err)
+		}
+		s.puns = append(s.puns, head)
+		in.mu.Lock()
+		in.padTraps[head] = padTrap{site: s, kind: trapPun}
+		in.mu.Unlock()
+	}
+	in.mu.Lock()
+	in.sites[s.tp] = s
+	in.bySlot[s.slot] = s
+	in.mu.Unlock()
+	return nil
 }

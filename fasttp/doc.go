@@ -144,6 +144,13 @@
 // faults map the neighbouring pages too, writable). A new thread's
 // 400,000 no-action hits took ~3,100 page faults, now ~200.
 //
+// # Static tracepoints
+//
+// gdb's static tracepoints (strace -m) are placed at their SDT marker's
+// nop like fast tracepoints (semaphore.go raises the marker's semaphore,
+// when it has one, while the tracepoint is installed); one that collects
+// $_sdata is a trap: the engine formats the marker's arguments.
+//
 // # Trace state variables
 //
 // Variables 0 to 255 live in an int64 array in the control block

@@ -71,7 +71,7 @@ type Installer struct {
 	pending  []*jumpSite                    // unpatching requested while the process could not be patched
 	slots    map[*tracing.Tracepoint]uint32 // each placed tracepoint's table slot, kept when it becomes a trap for a while
 	breaks   map[uint64]int                 // gdb's breakpoints (software and hardware) by address, counted
-	heldBack map[*tracing.Tracepoint]bool   // fast tracepoints that are traps because of a breakpoint in their bytes
+	heldBack map[*tracing.Tracepoint]*jumpSite // fast tracepoints that are traps because of a breakpoint in their bytes, with the jump taken out (nil: never placed)
 	hookMem  memory                         // the stopped thread's memory while a hook runs
 	// async is set while the drainer goroutine feeds the engine: the
 	// process may be running, so removals wait for Flush.
@@ -207,7 +207,7 @@ func New(p *inferior.Process, e *tracing.Engine, traps TrapInstaller, logf func(
 		clock:    newTSCClock(),
 		slots:    map[*tracing.Tracepoint]uint32{},
 		breaks:   map[uint64]int{},
-		heldBack: map[*tracing.Tracepoint]bool{},
+		heldBack: map[*tracing.Tracepoint]*jumpSite{},
 		faults:   map[uint64]uint64{},
 		ringSize: DefaultRingSize,
 	}
@@ -257,6 +257,16 @@ func (in *Installer) laneSize() uint64 {
 // Install places tp: a jump pad when gdb asked for a fast tracepoint and
 // the location and the actions allow one, a trap otherwise.
 func (in *Installer) Install(tp *tracing.Tracepoint) error {
+	if err := in.install(tp); err != nil {
+		return err
+	}
+	if tp.Static {
+		in.semaphore(tp, +1)
+	}
+	return nil
+}
+
+func (in *Installer) install(tp *tracing.Tracepoint) error {
 	// A jump and a trap cannot share code: a trap at a jump's first
 	// byte would step the original instruction and bypass the pad, one
 	// inside the covered bytes would never run. Tracepoints sharing or
@@ -267,7 +277,7 @@ func (in *Installer) Install(tp *tracing.Tracepoint) error {
 		}
 	}
 	why, heldBack := "", false
-	if tp.Fast {
+	if tp.Fast || tp.Static { // a static tracepoint (an SDT marker's nop) is placed like a fast one
 		err := in.installJump(tp)
 		if err == nil {
 			in.logf("%s", in.placement(tp))
@@ -284,7 +294,7 @@ func (in *Installer) Install(tp *tracing.Tracepoint) error {
 	in.mu.Lock()
 	in.viaTrap[tp] = why
 	if heldBack {
-		in.heldBack[tp] = true
+		in.heldBack[tp] = nil
 	}
 	in.mu.Unlock()
 	return nil
@@ -373,6 +383,9 @@ func (in *Installer) convertToTrapFor(s *jumpSite, why string) error {
 // Remove takes tp out of the inferior. A pad stays mapped (a thread may
 // still be inside it); only the jump goes.
 func (in *Installer) Remove(tp *tracing.Tracepoint) error {
+	if tp.Static {
+		in.semaphore(tp, -1)
+	}
 	in.mu.Lock()
 	if _, ok := in.viaTrap[tp]; ok {
 		delete(in.viaTrap, tp)

@@ -106,6 +106,19 @@ func (f *FrameBuilder) AddTSV(num int, v int64) {
 	binary.LittleEndian.PutUint64(d[5:13], uint64(v))
 }
 
+// AddStatic appends an 'S' block of static tracepoint data (at most
+// 65535 bytes are kept).
+func (f *FrameBuilder) AddStatic(data []byte) {
+	if f.spent {
+		return
+	}
+	data = data[:min(len(data), 0xffff)]
+	d := f.grow(3 + len(data))
+	d[0] = BlockStatic
+	binary.LittleEndian.PutUint16(d[1:3], uint16(len(data)))
+	copy(d[3:], data)
+}
+
 // SetFallbackPC records the address tfind uses for this frame when it has
 // no register block (or its PC is 0): normally the tracepoint's address.
 // It is not part of the frame's bytes.

@@ -127,6 +127,20 @@ func (f *Frame) walk(fn func(block) bool) error {
 	return nil
 }
 
+// Static returns the data of the frame's first 'S' block (static
+// tracepoint data), nil when it has none.
+func (f *Frame) Static() []byte {
+	var out []byte
+	_ = f.walk(func(bl block) bool {
+		if bl.kind == BlockStatic {
+			out = bl.body[2:]
+			return false
+		}
+		return true
+	})
+	return out
+}
+
 // Validate reports the first structural problem in the frame's bytes: a
 // short header, a size field disagreeing with len(Raw), an unknown block
 // type or a truncated block.

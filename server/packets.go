@@ -79,8 +79,11 @@ func (s *Server) buildMux() *rsp.Mux {
 	h("QDisableRandomization:", s.disableRandomization)
 	h("QThreadEvents:", func([]byte) []byte { return rsp.OK })
 	h("qGetTLSAddr:", s.qGetTLSAddr)
-	// Everything of the trace experiment goes to the engine.
-	for _, p := range []string{"QT", "qT", "qXfer:traceframe-info:"} {
+	h("qTfSTM", s.markersFirst)
+	h("qTsSTM", s.markersNext)
+	h("qTSTMat:", s.markersAt)
+	// Everything else of the trace experiment goes to the engine.
+	for _, p := range []string{"QT", "qT", "qXfer:traceframe-info:", "qXfer:statictrace:"} {
 		h(p, s.tracePacket)
 	}
 	return m

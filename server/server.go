@@ -18,6 +18,7 @@ import (
 	"gotpstub/hostio"
 	"gotpstub/inferior"
 	"gotpstub/rsp"
+	"gotpstub/sdt"
 	"gotpstub/tdesc"
 	"gotpstub/tracing"
 	"gotpstub/trapfallback"
@@ -100,13 +101,17 @@ type Server struct {
 	passSignals map[int]bool
 	progSignals map[int]bool // nil = all signals go to the program
 
-	layout  *tdesc.Layout
-	trace   *tracing.Engine
-	traps   *fasttp.Installer // jump pads, with trapfallback behind them
-	files   *hostio.Server
-	xfer    map[string][]byte // documents being read in pieces, by object:annex
-	threadX []byte
-	tls     *tlsResolver // qGetTLSAddr: resolver of the current libc mapping
+	layout *tdesc.Layout
+	trace  *tracing.Engine
+	traps  *fasttp.Installer // jump pads, with trapfallback behind them
+	// markers are the process's SDT probes (static tracepoint markers);
+	// markerList what qTsSTM still has to send.
+	markers    *markerSource
+	markerList []sdt.Located
+	files      *hostio.Server
+	xfer       map[string][]byte // documents being read in pieces, by object:annex
+	threadX    []byte
+	tls        *tlsResolver // qGetTLSAddr: resolver of the current libc mapping
 }
 
 // New returns a server with no process yet.
@@ -219,6 +224,9 @@ func (s *Server) setProcess(p *inferior.Process, attached bool) {
 		}
 	}
 	s.trace.SetInstaller(s.traps)
+	s.markers = &markerSource{pid: p.Pid()}
+	s.markerList = nil
+	s.trace.SetStaticData(s.markers)
 	p.SetPassSignals(s.passSignals)
 	s.heldBps = nil
 	s.applyForkReporting()

@@ -44,4 +44,8 @@
 //     counter for a fast one); gdb never sees it, QTSave writes it and
 //     `gotpstub export` reads it.
 //   - qTP answers in hex as the manual says (gdbserver answers decimal).
+//   - Static tracepoints (QTDP's S) are SDT probe markers: the L action
+//     ($_sdata) stores what the StaticDataSource gives (the server:
+//     "provider:name(args)") in an 'S' block, which qXfer:statictrace
+//     serves for the selected frame.
 package tracing

@@ -63,6 +63,9 @@ const (
 	ActionRegisters ActionKind = 'R' // R<mask>: the whole register block
 	ActionMemory    ActionKind = 'M' // M<basereg>,<offset>,<len>
 	ActionExpr      ActionKind = 'X' // X<len>,<bytecode>: evaluate (collect/teval)
+	// ActionStaticData: L, gdb's `collect $_sdata` at a static
+	// tracepoint: the marker's data (StaticDataSource) in an 'S' block.
+	ActionStaticData ActionKind = 'L'
 )
 
 // Action is one tracepoint action.
@@ -194,6 +197,9 @@ type Engine struct {
 	// tsvStore holds the variables pads update (SetTSVStore); nil: all
 	// live in tsvs.
 	tsvStore TSVStore
+	// static gives static tracepoints' data (SetStaticData); nil: no
+	// static tracepoints.
+	static StaticDataSource
 	stopNote string
 	disconn  bool
 	ro       []roRange
@@ -256,7 +262,7 @@ func (e *Engine) SetInstaller(i Installer) {
 // Features returns the qSupported features the engine implements.
 func (e *Engine) Features() []string {
 	e.mu.Lock()
-	fast := e.fastTracepoints
+	fast, static := e.fastTracepoints, e.static != nil
 	e.mu.Unlock()
 	f := []string{
 		"ConditionalTracepoints+",
@@ -271,6 +277,9 @@ func (e *Engine) Features() []string {
 	}
 	if fast {
 		f = append(f, "FastTracepoints+")
+	}
+	if static {
+		f = append(f, "StaticTracepoints+", "qXfer:statictrace:read+")
 	}
 	return f
 }
@@ -415,6 +424,21 @@ func (e *Engine) setTSVLocked(v *tsv, val int64) {
 	if e.tsvStore != nil {
 		e.tsvStore.StoreTSV(v.num, val)
 	}
+}
+
+// StaticDataSource gives the static trace data of a hit at a static
+// tracepoint marker (server: SDT probes, package sdt): reg reads the
+// hitting thread's registers by GDB number, mem its memory.
+type StaticDataSource interface {
+	StaticData(addr uint64, reg func(num int) (uint64, bool), mem func(addr uint64, buf []byte) bool) []byte
+}
+
+// SetStaticData makes s the source of static tracepoint data and has
+// the engine announce static tracepoints (qSupported).
+func (e *Engine) SetStaticData(s StaticDataSource) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.static = s
 }
 
 // TSVStore keeps trace state variables in memory jump pads read and

@@ -210,6 +210,15 @@ func (e *Engine) collectLocked(tp *Tracepoint, actions []Action) (removed []*Tra
 				addr += base
 			}
 			h.collect(addr, a.Len)
+		case ActionStaticData:
+			if e.static != nil {
+				h.frame.AddStatic(e.static.StaticData(tp.Addr, func(num int) (uint64, bool) {
+					return e.regValue(h.regs, num)
+				}, func(addr uint64, buf []byte) bool {
+					n, _ := h.ctx.ReadMemory(addr, buf)
+					return n == len(buf)
+				}))
+			}
 		case ActionExpr:
 			h.env.Collect = h
 			_, err := agentexpr.Eval(a.Expr, &h.env)

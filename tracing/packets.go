@@ -91,6 +91,8 @@ func (e *Engine) HandlePacket(payload []byte) (reply []byte, handled bool) {
 		return []byte("1"), true
 	case strings.HasPrefix(p, "QTSave:"):
 		return e.qtSave(p[len("QTSave:"):]), true
+	case strings.HasPrefix(p, "qXfer:statictrace:read:"):
+		return e.qXferStaticTrace(p[len("qXfer:statictrace:read:"):]), true
 	case strings.HasPrefix(p, "qXfer:traceframe-info:read:"):
 		return e.qXferTraceframeInfo(p[len("qXfer:traceframe-info:read:"):]), true
 	}
@@ -101,7 +103,7 @@ func (e *Engine) HandlePacket(payload []byte) (reply []byte, handled bool) {
 // answers (their names start with qT, QT or qXfer:traceframe-info).
 func isTracePacket(p string) bool {
 	return strings.HasPrefix(p, "qT") || strings.HasPrefix(p, "QT") ||
-		strings.HasPrefix(p, "qXfer:traceframe-info:")
+		strings.HasPrefix(p, "qXfer:traceframe-info:") || strings.HasPrefix(p, "qXfer:statictrace:")
 }
 
 // qtInit clears the experiment: tracepoints, non-builtin variables,
@@ -804,6 +806,34 @@ func (e *Engine) qXferTraceframeInfo(s string) []byte {
 		return append([]byte("l"), doc...)
 	}
 	return append([]byte("m"), doc[:n]...)
+}
+
+// qXferStaticTrace serves ":offset,length" of the selected frame's static
+// tracepoint data ($_sdata): its 'S' block.
+func (e *Engine) qXferStaticTrace(s string) []byte {
+	annex, rest, ok := strings.Cut(s, ":")
+	offStr, lenStr, ok2 := strings.Cut(rest, ",")
+	off, err1 := strconv.ParseUint(offStr, 16, 32)
+	n, err2 := strconv.ParseUint(lenStr, 16, 32)
+	if !ok || !ok2 || annex != "" || err1 != nil || err2 != nil {
+		return errorReply(fmt.Errorf("qXfer:statictrace: %w: %q", errSyntax, s))
+	}
+	e.mu.Lock()
+	f := e.frame
+	e.mu.Unlock()
+	if f == nil {
+		return replyError
+	}
+	data := f.Static()
+	if off >= uint64(len(data)) {
+		return []byte("l")
+	}
+	data = data[off:]
+	n = min(n, maxReplyBytes)
+	if uint64(len(data)) <= n {
+		return append([]byte("l"), data...)
+	}
+	return append([]byte("m"), data[:n]...)
 }
 
 // regBlockSize is the size of an R block.

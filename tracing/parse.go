@@ -275,6 +275,9 @@ func (e *Engine) parseActions(s string) (acts []Action, stepping, more bool, err
 					return nil, false, false, fmt.Errorf("memory action base register %d does not exist", a.BaseReg)
 				}
 			}
+		case 'L':
+			c.pos++
+			a.Kind = ActionStaticData
 		case 'X':
 			a.Kind = ActionExpr
 			x, err := e.parseExprField(c)

@@ -1,0 +1,101 @@
+package e2e
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Static tracepoints on SDT markers (issue 13): the program's markers are
+// listed (info static-tracepoint-markers), `strace -m` puts tracepoints
+// on them, `collect $_sdata` records the decoded arguments, a marker with
+// a semaphore fires while traced and not after, and a marker without
+// actions gets a jump.
+func TestStaticTracepoints(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver has no SDT markers (UST only)")
+	}
+	if _, err := exec.Command("sh", "-c", "echo '#include <sys/sdt.h>' | gcc -E -x c - >/dev/null").CombinedOutput(); err != nil {
+		t.Skip("no <sys/sdt.h> (apt install systemtap-sdt-dev)")
+	}
+	prog := buildC(t, filepath.Join(t.TempDir(), "sdt"), []string{"sdt.c"}, "-O2")
+	stub := startStub(t, []string{"--once"}, prog)
+	script := strings.Join([]string{
+		"target remote " + stub.target(),
+		"break main",
+		"continue",
+		"info static-tracepoint-markers",
+		"strace -m demo:tick",
+		"actions\ncollect $_sdata\nend",
+		"strace -m demo:guarded",
+		"break done",
+		"tstart",
+		"monitor ftrace",
+		"continue",
+		"tstop",
+		"tstatus",
+		"tfind tracepoint 2",
+		"print $_sdata",
+		"tfind tracepoint 2",
+		"print $_sdata",
+		"tfind none",
+		"continue",
+	}, "\n")
+	out := runGDB(t, gdbSession{program: prog, commands: []string{script}})
+	for _, id := range []string{"demo:tick", "demo:three", "demo:guarded"} {
+		mustMatch(t, out, `\d+\s+`+id+`\s+n\s+0x[0-9a-f]+ in `)
+	}
+	mustContain(t, out, `Data: "args -4@`, "semaphore 0x")
+	mustMatch(t, out, `tracepoint 3 at 0x[0-9a-f]+: (plain|punned|successor-preserving) jump over`)
+	if n := framesCollected(t, out); n != 10 {
+		t.Errorf("%d frames, want 10 (5 ticks, 5 guarded probes)", n)
+	}
+	mustContain(t, out, `$1 = "demo:tick(0, 0)"`, `$2 = "demo:tick(1, 3)"`)
+	// The semaphore was 1 while the guarded marker was traced (phase 1)
+	// and 0 again after tstop (phase 2).
+	mustContain(t, stub.output.String(), "guarded 5 0")
+}
+
+// libstdc++'s own marker (a Debian library's SDT probe): listed once the
+// library is loaded, traced with its arguments.
+func TestStaticTracepointInLibrary(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver has no SDT markers (UST only)")
+	}
+	gxx, err := exec.LookPath("g++")
+	if err != nil {
+		t.Skip("no g++")
+	}
+	prog := filepath.Join(t.TempDir(), "sdtthrow")
+	if b, err := exec.Command(gxx, "-g", "-O0", "-o", prog, filepath.Join(repoRoot(t), "testdata", "sdtthrow.cc")).CombinedOutput(); err != nil {
+		t.Fatalf("g++: %v\n%s", err, b)
+	}
+	stub := startStub(t, []string{"--once"}, prog)
+	script := strings.Join([]string{
+		"target remote " + stub.target(),
+		"break main",
+		"continue",
+		"info static-tracepoint-markers",
+		"strace -m libstdcxx:throw",
+		"actions\ncollect $_sdata\nend",
+		"break done",
+		"tstart",
+		"continue",
+		"tstop",
+		"tstatus",
+		"tfind start",
+		"print $_sdata",
+		"tfind none",
+		"continue",
+	}, "\n")
+	out := runGDB(t, gdbSession{program: prog, commands: []string{script}})
+	if !strings.Contains(out, "libstdcxx:throw") {
+		t.Skip("this libstdc++ has no SDT markers")
+	}
+	if n := framesCollected(t, out); n != 3 {
+		t.Errorf("%d frames, want 3 (one per throw)", n)
+	}
+	mustMatch(t, out, `\$1 = "libstdcxx:throw\(\d+, \d+\)"`)
+	mustContain(t, stub.output.String(), "caught 3")
+}
