@@ -63,16 +63,16 @@ type Installer struct {
 	tpLoad   bool   // without rdfsbase, pads read the thread pointer at %fs:0 (tcbSelfPointers)
 	nextSlot uint32
 	sites    map[*tracing.Tracepoint]*jumpSite
-	bySlot   []*jumpSite                    // by tracepoint table slot (maxSlots)
-	padTraps map[uint64]padTrap             // int3 address inside a pad → its role
-	arenas   map[uint64]*arena              // 1 GiB window → current pad area
-	areas    []Range                        // every range of pad memory (Stabilize)
-	viaTrap  map[*tracing.Tracepoint]string // trap tracepoints: why a fast one is a trap ("" for gdb's trace)
-	pending  []*jumpSite                    // unpatching requested while the process could not be patched
-	slots    map[*tracing.Tracepoint]uint32 // each placed tracepoint's table slot, kept when it becomes a trap for a while
-	breaks   map[uint64]int                 // gdb's breakpoints (software and hardware) by address, counted
+	bySlot   []*jumpSite                       // by tracepoint table slot (maxSlots)
+	padTraps map[uint64]padTrap                // int3 address inside a pad → its role
+	arenas   map[uint64]*arena                 // 1 GiB window → current pad area
+	areas    []Range                           // every range of pad memory (Stabilize)
+	viaTrap  map[*tracing.Tracepoint]string    // trap tracepoints: why a fast one is a trap ("" for gdb's trace)
+	pending  []*jumpSite                       // unpatching requested while the process could not be patched
+	slots    map[*tracing.Tracepoint]uint32    // each placed tracepoint's table slot, kept when it becomes a trap for a while
+	breaks   map[uint64]int                    // gdb's breakpoints (software and hardware) by address, counted
 	heldBack map[*tracing.Tracepoint]*jumpSite // fast tracepoints that are traps because of a breakpoint in their bytes, with the jump taken out (nil: never placed)
-	hookMem  memory                         // the stopped thread's memory while a hook runs
+	hookMem  memory                            // the stopped thread's memory while a hook runs
 	// async is set while the drainer goroutine feeds the engine: the
 	// process may be running, so removals wait for Flush.
 	async bool

@@ -199,7 +199,7 @@ type Engine struct {
 	tsvStore TSVStore
 	// static gives static tracepoints' data (SetStaticData); nil: no
 	// static tracepoints.
-	static StaticDataSource
+	static   StaticDataSource
 	stopNote string
 	disconn  bool
 	ro       []roRange
