@@ -335,7 +335,7 @@ func TestFastTraceStopsNeverShowPadAddresses(t *testing.T) {
 	// condition and collection read memory); SIGUSR1s from outside stop
 	// the program again and again wherever the threads are. At every stop
 	// each thread must be in the program, never at a pad address.
-	const nthreads, hitsPerThread, stops = 4, 400000, 8
+	const nthreads, hitsPerThread, stops = 4, 4000000, 8
 	s := startStub(t, []string{"--once", "--debug"}, prog, strconv.Itoa(nthreads), strconv.Itoa(hitsPerThread))
 	cmds := []string{
 		"target remote " + s.target(),
