@@ -353,7 +353,17 @@ func TestFastTraceStopsNeverShowPadAddresses(t *testing.T) {
 	cmds = append(cmds, "tstop", "tstatus", "kill")
 	done := make(chan struct{})
 	go func() {
-		// Signal the program until gdb is done (it ignores the rest).
+		// Once the jump is in (the --debug log says so: tracing runs,
+		// all_started was reached), signal the program until gdb is
+		// done (it ignores the rest). Signals before that would stop the
+		// program during its start instead, and tstart would run there.
+		for !strings.Contains(s.output.String(), " jump over ") {
+			select {
+			case <-done:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
 		for {
 			select {
 			case <-done:
