@@ -2,7 +2,9 @@
 // remote-protocol framing (rsp), process control (inferior) and the trace
 // engine (tracing). One Server serves one gdb connection at a time; the
 // process it controls outlives connections (reconnection, disconnected
-// tracing, --multi).
+// tracing, --multi). It serves the program's SDT probes as static
+// tracepoint markers (markers.go) and tells the fast-tracepoint installer
+// of gdb's breakpoints (a breakpoint inside a jump's bytes).
 package server
 
 import (
