@@ -780,43 +780,26 @@ func (e *Engine) qtSave(s string) []byte {
 // qXferTraceframeInfo serves "<annex>:offset,length" of the selected
 // frame's traceframe-info document.
 func (e *Engine) qXferTraceframeInfo(s string) []byte {
-	annex, rest, ok := strings.Cut(s, ":")
-	if !ok || annex != "" {
-		return errorReply(fmt.Errorf("qXfer:traceframe-info: %w", errSyntax))
-	}
-	offStr, lenStr, ok := strings.Cut(rest, ",")
-	off, err1 := strconv.ParseUint(offStr, 16, 32)
-	n, err2 := strconv.ParseUint(lenStr, 16, 32)
-	if !ok || err1 != nil || err2 != nil {
-		return errorReply(fmt.Errorf("qXfer:traceframe-info: %w: offset,length %q", errSyntax, rest))
-	}
-	e.mu.Lock()
-	f := e.frame
-	e.mu.Unlock()
-	if f == nil {
-		return replyError
-	}
-	doc := frames.TraceframeInfoXML(f, e.regBlockSize())
-	if off >= uint64(len(doc)) {
-		return []byte("l")
-	}
-	doc = doc[off:]
-	n = min(n, maxReplyBytes)
-	if uint64(len(doc)) <= n {
-		return append([]byte("l"), doc...)
-	}
-	return append([]byte("m"), doc[:n]...)
+	return e.qXferFrameObject("traceframe-info", s, func(f *frames.Frame) []byte {
+		return frames.TraceframeInfoXML(f, e.regBlockSize())
+	})
 }
 
 // qXferStaticTrace serves ":offset,length" of the selected frame's static
 // tracepoint data ($_sdata): its 'S' block.
 func (e *Engine) qXferStaticTrace(s string) []byte {
+	return e.qXferFrameObject("statictrace", s, (*frames.Frame).Static)
+}
+
+// qXferFrameObject serves ":offset,length" (an empty annex) of the object
+// doc makes from the selected frame: "m" and a part, "l" and the rest.
+func (e *Engine) qXferFrameObject(name, s string, doc func(*frames.Frame) []byte) []byte {
 	annex, rest, ok := strings.Cut(s, ":")
 	offStr, lenStr, ok2 := strings.Cut(rest, ",")
 	off, err1 := strconv.ParseUint(offStr, 16, 32)
 	n, err2 := strconv.ParseUint(lenStr, 16, 32)
 	if !ok || !ok2 || annex != "" || err1 != nil || err2 != nil {
-		return errorReply(fmt.Errorf("qXfer:statictrace: %w: %q", errSyntax, s))
+		return errorReply(fmt.Errorf("qXfer:%s: %w: %q", name, errSyntax, s))
 	}
 	e.mu.Lock()
 	f := e.frame
@@ -824,7 +807,7 @@ func (e *Engine) qXferStaticTrace(s string) []byte {
 	if f == nil {
 		return replyError
 	}
-	data := f.Static()
+	data := doc(f)
 	if off >= uint64(len(data)) {
 		return []byte("l")
 	}
