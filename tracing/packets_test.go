@@ -71,6 +71,8 @@ func TestBadPacketsAnswerErrors(t *testing.T) {
 		{"qXfer:traceframe-info:read::0,100", "E01"}, // no frame selected
 		{"qXfer:traceframe-info:read:x:0,100", "E."},
 		{"qXfer:traceframe-info:read::0", "E."},
+		{"qXfer:statictrace:read::0,100", "E01"}, // no frame selected
+		{"qXfer:statictrace:read:x:0,100", "E."},
 		{"QTDP:1:401000:E:0:0-", "OK"}, // redefining a known location is allowed
 	}
 	for _, c := range cases {
