@@ -80,19 +80,30 @@ func TestJumpSiteEndToEnd(t *testing.T) {
 				t.Fatal(err)
 			}
 			const padSize = 256
-			pad, err := FindPadAddr(site, FreeRanges(mapped, 1<<20, 0x7ffffffff000), padSize)
-			if err != nil {
-				t.Fatalf("FindPadAddr: %v", err)
-			}
-			pageStart := pad &^ (page - 1)
-			length := (pad + padSize - pageStart + page - 1) &^ (page - 1)
-			// The hint address as a pointer derived from mem (not from a
-			// bare uintptr); MAP_FIXED_NOREPLACE makes the kernel use it.
-			hint := unsafe.Add(unsafe.Pointer(&mem[0]), int64(pageStart-base))
-			p, err := unix.MmapPtr(-1, 0, hint, uintptr(length),
-				unix.PROT_READ|unix.PROT_WRITE|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANON|unix.MAP_FIXED_NOREPLACE)
-			if err != nil {
-				t.Fatalf("map pad page %#x: %v", pageStart, err)
+			var pad, pageStart, length uint64
+			var p unsafe.Pointer
+			for attempt := 0; ; attempt++ {
+				pad, err = FindPadAddr(site, FreeRanges(mapped, 1<<20, 0x7ffffffff000), padSize)
+				if err != nil {
+					t.Fatalf("FindPadAddr: %v", err)
+				}
+				pageStart = pad &^ (page - 1)
+				length = (pad + padSize - pageStart + page - 1) &^ (page - 1)
+				// The hint address as a pointer derived from mem (not from a
+				// bare uintptr); MAP_FIXED_NOREPLACE makes the kernel use it.
+				hint := unsafe.Add(unsafe.Pointer(&mem[0]), int64(pageStart-base))
+				p, err = unix.MmapPtr(-1, 0, hint, uintptr(length),
+					unix.PROT_READ|unix.PROT_WRITE|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANON|unix.MAP_FIXED_NOREPLACE)
+				if err == nil {
+					break
+				}
+				if err != unix.EEXIST || attempt == 8 {
+					t.Fatalf("map pad page %#x: %v", pageStart, err)
+				}
+				// The Go runtime mapped that page since /proc/self/maps
+				// was read: leave it out and look again (as the installer
+				// does in the inferior).
+				mapped = append(mapped, Range{pageStart, pageStart + length})
 			}
 			if uint64(uintptr(p)) != pageStart {
 				t.Fatalf("pad mapped at %p, want %#x", p, pageStart)
