@@ -10,8 +10,9 @@ import (
 // Static tracepoints on SDT markers (issue 13): the program's markers are
 // listed (info static-tracepoint-markers), `strace -m` puts tracepoints
 // on them, `collect $_sdata` records the decoded arguments, a marker with
-// a semaphore fires while traced and not after, and a marker without
-// actions gets a jump.
+// a semaphore fires while traced and not after, and markers get jumps,
+// collecting $_sdata too (its arguments in registers and in memory, read
+// by the pad and formatted by the stub).
 func TestStaticTracepoints(t *testing.T) {
 	if isGdbserver(stubPath(t)) {
 		t.Skip("gdbserver has no SDT markers (UST only)")
@@ -29,6 +30,8 @@ func TestStaticTracepoints(t *testing.T) {
 		"strace -m demo:tick",
 		"actions\ncollect $_sdata\nend",
 		"strace -m demo:guarded",
+		"strace -m demo:mem",
+		"actions\ncollect $_sdata\nend",
 		"break done",
 		"tstart",
 		"monitor ftrace",
@@ -39,6 +42,10 @@ func TestStaticTracepoints(t *testing.T) {
 		"print $_sdata",
 		"tfind tracepoint 2",
 		"print $_sdata",
+		"tfind tracepoint 4",
+		"print $_sdata",
+		"tfind tracepoint 4",
+		"print $_sdata",
 		"tfind none",
 		"continue",
 	}, "\n")
@@ -47,11 +54,14 @@ func TestStaticTracepoints(t *testing.T) {
 		mustMatch(t, out, `\d+\s+`+id+`\s+n\s+0x[0-9a-f]+ in `)
 	}
 	mustContain(t, out, `Data: "args -4@`, "semaphore 0x")
-	mustMatch(t, out, `tracepoint 3 at 0x[0-9a-f]+: (plain|punned|successor-preserving) jump over`)
-	if n := framesCollected(t, out); n != 10 {
-		t.Errorf("%d frames, want 10 (5 ticks, 5 guarded probes)", n)
+	for _, tp := range []string{"2", "3", "4"} {
+		mustMatch(t, out, `tracepoint `+tp+` at 0x[0-9a-f]+: (plain|punned|successor-preserving) jump over`)
 	}
-	mustContain(t, out, `$1 = "demo:tick(0, 0)"`, `$2 = "demo:tick(1, 3)"`)
+	if n := framesCollected(t, out); n != 15 {
+		t.Errorf("%d frames, want 15 (5 ticks, 5 guarded probes, 5 mem)", n)
+	}
+	mustContain(t, out, `$1 = "demo:tick(0, 0)"`, `$2 = "demo:tick(1, 3)"`,
+		`$3 = "demo:mem(5, 3)"`, `$4 = "demo:mem(10, 9)"`)
 	// The semaphore was 1 while the guarded marker was traced (phase 1)
 	// and 0 again after tstop (phase 2).
 	mustContain(t, stub.output.String(), "guarded 5 0")

@@ -148,8 +148,13 @@
 //
 // gdb's static tracepoints (strace -m) are placed at their SDT marker's
 // nop like fast tracepoints (semaphore.go raises the marker's semaphore,
-// when it has one, while the tracepoint is installed); one that collects
-// $_sdata is a trap: the engine formats the marker's arguments.
+// when it has one, while the tracepoint is installed). One that collects
+// $_sdata keeps its jump: the pad records the register block and, after
+// the tracepoint's own collections, the memory of the marker's memory
+// arguments (tracing.StaticReads; jit.PadSpec.Uncounted keeps those bytes
+// out of LaneSpent, which counts the smallest 'S' block instead), and the
+// engine formats "provider:name(args)" from the record when it makes the
+// frame, dropping those memory blocks: the frame is the trap's.
 //
 // # Trace state variables
 //

@@ -467,7 +467,7 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	if tp.StepCount > 0 {
 		return errors.New("while-stepping needs single-steps: traps only")
 	}
-	cond, collect, capBytes, regs, xsave, traceTime, err := compileActions(tp)
+	acts, err := compileActions(tp, in.engine.StaticReads)
 	if err != nil {
 		return err
 	}
@@ -512,13 +512,19 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	// Size the pad, then place it and its relocated tail in an arena.
 	spec := jit.PadSpec{
 		TPAddr: tp.Addr, Ctl: in.ctl, TPIndex: slot,
-		Cond: cond, Collect: collect, CollectCap: capBytes, CollectRegs: regs,
+		Cond: acts.cond, Collect: acts.collect, CollectCap: acts.capBytes, CollectRegs: acts.regs,
 		Lanes: ownedLanes, FSBase: in.fsBase, TPLoad: in.tpLoad, FrameBase: frames.HeaderSize,
+		Uncounted: acts.uncounted,
 	}
-	if regs {
+	if acts.frameRegs {
 		spec.FrameBase += 1 + uint32(in.engine.RegBlockSize())
 	}
-	if xsave {
+	if acts.static {
+		// An 'S' block, at least this long (the buffer's room is
+		// checked against a lower bound: the engine finds it full).
+		spec.FrameBase += frames.StaticBlockHeader + uint32(acts.staticMin)
+	}
+	if acts.xsave {
 		// gdb wants x87/SSE/AVX registers too: the pad XSAVEs them.
 		spec.XSaveMask, spec.XSaveSize = tdesc.XSaveMask(cpu.X86.HasAVX), tdesc.XSaveSize(cpu.X86.HasAVX)
 	}
@@ -569,7 +575,7 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 		in.faults[f.PC] = f.Recover
 	}
 	in.faultsMu.Unlock()
-	s := &jumpSite{tp: tp, slot: slot, site: site, pad: pad, padAddr: spec.Addr, heads: heads, traceTime: traceTime}
+	s := &jumpSite{tp: tp, slot: slot, site: site, pad: pad, padAddr: spec.Addr, heads: heads, traceTime: acts.traceTime}
 
 	// Threads stopped inside the covered bytes (not at their start) go to
 	// the relocated copies; then the jump goes in.
@@ -723,10 +729,31 @@ const (
 
 func align16(v uint64) uint64 { return (v + 15) &^ 15 }
 
+// padActions is a tracepoint's condition and collection compiled for a
+// pad (compileActions).
+type padActions struct {
+	cond    *jit.Code
+	collect []*jit.Code
+	// capBytes bounds the collection blocks of a record.
+	capBytes uint32
+	// regs: the record holds the register block; xsave: the vector state
+	// too; frameRegs: the frame too (an R action, not only $_sdata).
+	regs, xsave, frameRegs bool
+	// traceTime: the tracepoint collects $trace_timestamp, which the stub
+	// adds from the record's time.
+	traceTime bool
+	// static: the tracepoint collects $_sdata: the last uncounted
+	// collections record the marker's argument memory (besides the
+	// register block), and staticMin is the fewest bytes of its 'S' block.
+	static               bool
+	uncounted, staticMin int
+}
+
 // compileActions compiles tp's condition and collection for a pad:
 // everything must compile (no interpreter inside the inferior) and no
-// trace state variable may be used (their values live in the engine).
-func compileActions(tp *tracing.Tracepoint) (cond *jit.Code, collect []*jit.Code, capBytes uint32, regs, xsave, traceTime bool, err error) {
+// trace state variable the pads do not keep may be used. $_sdata
+// needs static, what the marker's data reads (tracing.Engine.StaticReads).
+func compileActions(tp *tracing.Tracepoint, static func(addr uint64) (tracing.StaticReads, bool)) (*padActions, error) {
 	// Plain loads: a bad address faults, and the stub's fault hook sends
 	// the thread to the recovery code, which redoes the read safely.
 	opts := jit.Options{ZeroUnreadable: true, FaultLoads: true}
@@ -747,45 +774,76 @@ func compileActions(tp *tracing.Tracepoint) (cond *jit.Code, collect []*jit.Code
 		}
 		return c, nil
 	}
+	pa := &padActions{}
+	var err error
 	if tp.Cond != nil {
-		if cond, err = compile("the condition", tp.Cond); err != nil {
-			return nil, nil, 0, false, false, false, err
+		if pa.cond, err = compile("the condition", tp.Cond); err != nil {
+			return nil, err
 		}
 	}
 	total := uint64(0)
+	var staticMem []tracing.Action
+	add := func(what string, e *agentexpr.Expr) error {
+		c, err := compile(what, e)
+		if err != nil {
+			return err
+		}
+		pa.collect = append(pa.collect, c)
+		total += collectBound(e)
+		return nil
+	}
 	for i := range tp.Actions {
 		a := &tp.Actions[i]
 		var e *agentexpr.Expr
 		switch a.Kind {
 		case tracing.ActionRegisters:
-			regs = true
-			xsave = xsave || maskHasFPRegs(a.RegMask)
+			pa.regs, pa.frameRegs = true, true
+			pa.xsave = pa.xsave || maskHasFPRegs(a.RegMask)
 			continue
 		case tracing.ActionMemory:
-			e, err = memoryActionExpr(a)
-			if err != nil {
-				return nil, nil, 0, false, false, false, err
+			if e, err = memoryActionExpr(a); err != nil {
+				return nil, err
 			}
 		case tracing.ActionExpr:
 			if collectsTraceTimestamp(a.Expr) {
-				traceTime = true // the stub adds it from the record's time
+				pa.traceTime = true // the stub adds it from the record's time
 				continue
 			}
 			e = a.Expr
+		case tracing.ActionStaticData:
+			if pa.static {
+				continue
+			}
+			reads, ok := static(tp.Addr)
+			if !ok {
+				return nil, errors.New("$_sdata: no static tracepoint marker there")
+			}
+			pa.static, pa.regs, pa.staticMin = true, true, reads.MinText
+			staticMem = reads.Memory
+			continue
 		default:
-			return nil, nil, 0, false, false, false, fmt.Errorf("action %q not supported in a pad", a.Text)
+			return nil, fmt.Errorf("action %q not supported in a pad", a.Text)
 		}
-		c, err := compile(fmt.Sprintf("action %q", a.Text), e)
+		if err := add(fmt.Sprintf("action %q", a.Text), e); err != nil {
+			return nil, err
+		}
+	}
+	// The marker's memory last: the engine takes its blocks from the end.
+	for i := range staticMem {
+		e, err := memoryActionExpr(&staticMem[i])
 		if err != nil {
-			return nil, nil, 0, false, false, false, err
+			return nil, fmt.Errorf("$_sdata: %w", err)
 		}
-		collect = append(collect, c)
-		total += collectBound(e)
+		if err := add("$_sdata's argument", e); err != nil {
+			return nil, err
+		}
+		pa.uncounted++
 	}
 	if total > maxCollectCap {
-		return nil, nil, 0, false, false, false, fmt.Errorf("collects up to %d bytes per hit (pads reserve at most %d)", total, maxCollectCap)
+		return nil, fmt.Errorf("collects up to %d bytes per hit (pads reserve at most %d)", total, maxCollectCap)
 	}
-	return cond, collect, uint32(total), regs, xsave, traceTime, nil
+	pa.capBytes = uint32(total)
+	return pa, nil
 }
 
 // collectsTraceTimestamp reports whether e is gdb's bytecode for

@@ -113,10 +113,10 @@ func (f *FrameBuilder) AddStatic(data []byte) {
 		return
 	}
 	data = data[:min(len(data), 0xffff)]
-	d := f.grow(3 + len(data))
+	d := f.grow(StaticBlockHeader + len(data))
 	d[0] = BlockStatic
 	binary.LittleEndian.PutUint16(d[1:3], uint16(len(data)))
-	copy(d[3:], data)
+	copy(d[StaticBlockHeader:], data)
 }
 
 // SetFallbackPC records the address tfind uses for this frame when it has

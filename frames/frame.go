@@ -13,6 +13,9 @@ const (
 	BlockStatic    = 'S' // u16 length, bytes (static tracepoint data)
 )
 
+// StaticBlockHeader is the bytes of an 'S' block before its data.
+const StaticBlockHeader = 3
+
 // Frame is a read-only view of one stored trace frame.
 type Frame struct {
 	// Num is the frame's number: its position among the frames present

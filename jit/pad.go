@@ -168,6 +168,11 @@ type PadSpec struct {
 	// without its collection blocks (header, and the register block when
 	// CollectRegs): each record adds FrameBase + used to LaneSpent.
 	FrameBase uint32
+	// Uncounted is how many of the last Collect codes record data the
+	// stub turns into something else (a static tracepoint's argument
+	// memory, made into its 'S' block): their bytes are not added to
+	// LaneSpent (the stub counts that block in FrameBase).
+	Uncounted int
 }
 
 // JumpPad is a built pad. Code is to be placed at PadSpec.Addr; the other
@@ -209,6 +214,9 @@ const (
 	locThread     = CtxSize + 8  // thread pointer
 	locHit        = CtxSize + 16 // this hit's number when the tracepoint has a passcount, else 0
 	locErr        = CtxSize + 24 // the condition's error code
+	// locCounted (record, after the condition: locErr's slot) is the
+	// collection bytes LaneSpent counts (PadSpec.Uncounted).
+	locCounted = locErr
 )
 
 // padPushOrder is the order in which the pad pushes the GPRs (and pops
@@ -334,6 +342,9 @@ func checkPadSpec(spec PadSpec) error {
 	}
 	if spec.RecordSize() > math.MaxInt32 {
 		return fmt.Errorf("jit: jump pad: collection capacity %d too large", spec.CollectCap)
+	}
+	if spec.Uncounted < 0 || spec.Uncounted > len(spec.Collect) {
+		return fmt.Errorf("jit: jump pad: %d uncounted of %d collections", spec.Uncounted, len(spec.Collect))
 	}
 	if spec.FrameBase > math.MaxInt32/2 {
 		return fmt.Errorf("jit: jump pad: frame base %d too large", spec.FrameBase)
@@ -504,7 +515,11 @@ func (b *padBuilder) record() {
 		regBytes += int32(XSaveRegion(b.spec.XSaveSize))
 	}
 	a.aluRR32(aluXor, padSizeR, padSizeR)
-	for range b.spec.Collect {
+	counted := len(b.spec.Collect) - b.spec.Uncounted
+	for i := range b.spec.Collect {
+		if i == counted {
+			a.store64(at(rSP, locCounted), padSizeR)
+		}
 		padInitCtx(a)
 		a.lea(rAX, at(padRecord, RecHeaderSize+regBytes))
 		a.store64(at(rSP, CtxFrameBuf), rAX)
@@ -522,6 +537,9 @@ func (b *padBuilder) record() {
 	a.store32(at(padRecord, RecUsed), padSizeR)
 	a.movImm(rAX, b.recSize)
 	a.store32(at(padRecord, RecSize), rAX)
+	if counted < len(b.spec.Collect) {
+		a.load64(padSizeR, at(rSP, locCounted))
+	}
 	b.spend()
 }
 

@@ -2005,32 +2005,57 @@ func TestPadFindsLaneClaimedByStub(t *testing.T) {
 // Each committed record adds FrameBase + its blocks' bytes to its lane's
 // LaneSpent; hits the condition rejects add nothing.
 func TestPadLaneSpent(t *testing.T) {
-	for _, fs := range []bool{false, true} {
-		t.Run(fmt.Sprint("fsbase=", fs), func(t *testing.T) {
-			runtime.LockOSThread()
-			defer runtime.UnlockOSThread()
-			rig := newPadRig(t, 4, 1<<14)
-			rig.reset(true)
-			// Condition: rdi (GDB register 5) < 3; tracev 1 makes a 13-byte 'V' block.
-			rig.install(t, PadSpec{FSBase: fs, FrameBase: 100, CollectCap: 16,
-				Cond:    compileAX(t, "reg 5; const8 3; less_unsigned; end"),
-				Collect: []*Code{compileAX(t, "tracev 1; end")}})
-			st := newTestStack(t)
-			var out [18]uint64
-			for i := range 5 {
-				in := padInput(0)
-				in[5] = uint64(i) // rdi: hits 0, 1, 2 pass the condition
-				callSite(rig.site, &in, &out, st.top)
-			}
-			var fsb uint64
-			if fs {
-				fsb = threadFSBase()
-			}
-			lane := rig.laneOf(fsb)
-			if got := *rig.laneField(lane, LaneSpent); got != 3*(100+13) {
-				t.Errorf("lane %d spent %d, want %d", lane, got, 3*(100+13))
-			}
-		})
+	tracev := func(n int) *Code { return compileAX(t, fmt.Sprintf("tracev %d; end", n)) }
+	for _, tc := range []struct {
+		name      string
+		collect   int // tracev collections, 13-byte 'V' blocks each
+		uncounted int // of which the last ones are not counted
+		perHit    uint64
+	}{
+		{"one", 1, 0, 100 + 13},
+		{"two, one uncounted", 2, 1, 100 + 13},
+		{"two, both uncounted", 2, 2, 100},
+	} {
+		for _, fs := range []bool{false, true} {
+			t.Run(fmt.Sprint(tc.name, "/fsbase=", fs), func(t *testing.T) {
+				runtime.LockOSThread()
+				defer runtime.UnlockOSThread()
+				rig := newPadRig(t, 4, 1<<14)
+				rig.reset(true)
+				var collect []*Code
+				for i := range tc.collect {
+					collect = append(collect, tracev(i+1))
+				}
+				// Condition: rdi (GDB register 5) < 3.
+				rig.install(t, PadSpec{FSBase: fs, FrameBase: 100, CollectCap: 32, Uncounted: tc.uncounted,
+					Cond:    compileAX(t, "reg 5; const8 3; less_unsigned; end"),
+					Collect: collect})
+				st := newTestStack(t)
+				var out [18]uint64
+				for i := range 5 {
+					in := padInput(0)
+					in[5] = uint64(i) // rdi: hits 0, 1, 2 pass the condition
+					callSite(rig.site, &in, &out, st.top)
+				}
+				var fsb uint64
+				if fs {
+					fsb = threadFSBase()
+				}
+				lane := rig.laneOf(fsb)
+				if got := *rig.laneField(lane, LaneSpent); got != 3*tc.perHit {
+					t.Errorf("lane %d spent %d, want %d", lane, got, 3*tc.perHit)
+				}
+				recs := rig.records(t)
+				if len(recs) != 3 {
+					t.Errorf("%d records, want 3", len(recs))
+				}
+				for _, r := range recs {
+					if r.used != uint32(13*tc.collect) {
+						t.Errorf("record used %d, want %d (every block recorded)", r.used, 13*tc.collect)
+					}
+				}
+			})
+		}
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"gotpstub/rsp"
 	"gotpstub/sdt"
 	"gotpstub/tdesc"
+	"gotpstub/tracing"
 )
 
 // Static tracepoint markers: the SDT (USDT) probes of the program and of
@@ -65,18 +66,57 @@ func (m *markerSource) StaticData(addr uint64, reg func(num int) (uint64, bool),
 	}
 	args, err := sdt.ParseArgs(l.Args)
 	if err != nil {
-		return []byte(fmt.Sprintf("%s(%s)", l.ID(), l.Args))
+		return []byte(unparsedData(l))
 	}
-	layout := tdesc.AMD64Linux(false)
 	byName := func(name string) (uint64, bool) {
-		r, ok := layout.Find(name)
+		num, ok := regNum(name)
 		if !ok {
 			return 0, false
 		}
-		return reg(r.Num)
+		return reg(num)
 	}
 	return []byte(sdt.Format(l.Marker, args, byName, mem))
 }
+
+// StaticReads implements tracing.StaticDataSource: the memory operands
+// of the marker's arguments.
+func (m *markerSource) StaticReads(addr uint64) (tracing.StaticReads, bool) {
+	l, ok := m.at(addr)
+	if !ok {
+		return tracing.StaticReads{}, false
+	}
+	args, err := sdt.ParseArgs(l.Args)
+	if err != nil {
+		return tracing.StaticReads{MinText: len(unparsedData(l))}, true
+	}
+	// "provider:name(" ")", a digit or '?' per argument, ", " between.
+	r := tracing.StaticReads{MinText: len(l.ID()) + 2 + len(args) + 2*max(len(args)-1, 0)}
+	for _, a := range args {
+		if !a.Mem {
+			continue
+		}
+		num, ok := regNum(a.Reg)
+		if !ok {
+			return tracing.StaticReads{}, false
+		}
+		r.Memory = append(r.Memory, tracing.Action{Kind: tracing.ActionMemory, BaseReg: num,
+			Offset: uint64(a.Disp), Len: uint64(a.Size)})
+	}
+	return r, true
+}
+
+// unparsedData is the static data of a marker whose argument spec sdt
+// does not understand: its id and the spec.
+func unparsedData(l sdt.Located) string { return fmt.Sprintf("%s(%s)", l.ID(), l.Args) }
+
+// regNum is the GDB number of an x86-64 register named as in an SDT
+// argument spec (64-bit names).
+func regNum(name string) (int, bool) {
+	r, ok := amd64Layout.Find(name)
+	return r.Num, ok
+}
+
+var amd64Layout = tdesc.AMD64Linux(false)
 
 // markerDef is a marker as qTfSTM lists it: addr:hex(id):hex(extra).
 func markerDef(l sdt.Located) string {

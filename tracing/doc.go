@@ -47,5 +47,7 @@
 //   - Static tracepoints (QTDP's S) are SDT probe markers: the L action
 //     ($_sdata) stores what the StaticDataSource gives (the server:
 //     "provider:name(args)") in an 'S' block, which qXfer:statictrace
-//     serves for the selected frame.
+//     serves for the selected frame. A fast hit's record holds the
+//     registers and the memory StaticReads names; the engine makes the
+//     block from them and drops that memory (faststatic.go).
 package tracing

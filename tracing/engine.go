@@ -164,9 +164,12 @@ type Engine struct {
 	fastSpans []regSpan // fastSlots as copies of consecutive registers
 	// fastFrame is the frame builder FastHits reuses for every hit.
 	fastFrame frames.FrameBuilder
-	numRegs   int
-	pcReg     int // register number of the PC, -1 if unknown
-	pcOffset  int // offset of the PC in the register block, -1 if unknown
+	// staticScratch and staticRest are fastStaticLocked's buffers.
+	staticScratch []jitBlock
+	staticRest    []byte
+	numRegs       int
+	pcReg         int // register number of the PC, -1 if unknown
+	pcOffset      int // offset of the PC in the register block, -1 if unknown
 
 	tps  []*Tracepoint
 	tsvs []*tsv
@@ -431,6 +434,33 @@ func (e *Engine) setTSVLocked(v *tsv, val int64) {
 // hitting thread's registers by GDB number, mem its memory.
 type StaticDataSource interface {
 	StaticData(addr uint64, reg func(num int) (uint64, bool), mem func(addr uint64, buf []byte) bool) []byte
+	// StaticReads says what StaticData reads at a hit at addr, so that
+	// a jump pad can record it (the registers and these ranges) and the
+	// engine make the data from the record; false: no marker there.
+	StaticReads(addr uint64) (StaticReads, bool)
+}
+
+// StaticReads is what the static data of a marker reads at a hit,
+// besides the general registers.
+type StaticReads struct {
+	// Memory lists the ranges read, as M actions (BaseReg's value plus
+	// Offset, Len bytes).
+	Memory []Action
+	// MinText is the fewest bytes the data can have, whatever the values.
+	MinText int
+}
+
+// StaticReads returns what the static data of a marker at addr reads
+// (StaticDataSource.StaticReads); false without a source or a marker.
+// The source is set once, before tracing (SetStaticData).
+func (e *Engine) StaticReads(addr uint64) (StaticReads, bool) {
+	e.mu.Lock()
+	s := e.static
+	e.mu.Unlock()
+	if s == nil {
+		return StaticReads{}, false
+	}
+	return s.StaticReads(addr)
 }
 
 // SetStaticData makes s the source of static tracepoint data and has

@@ -274,7 +274,7 @@ func (e *Engine) FastHit(tp *Tracepoint, regs []uint64, blocks []byte) error {
 // unavailable; fs_base is the record's thread pointer when known.
 func (e *Engine) fastHitLocked(r *FastRecord) ([]*Tracepoint, error) {
 	tp, regs, xsave, blocks, fsBase := r.TP, r.Regs, r.XSave, r.Blocks, r.Thread
-	if e.inBatch && len(blocks) == 0 && !tp.collectsRegisters() && !r.TraceTime {
+	if e.inBatch && len(blocks) == 0 && !tp.collectsRegisters() && !r.TraceTime && !tp.collectsStatic() {
 		return e.fastEmptyHitLocked(tp, r.When)
 	}
 	h := &e.hit
@@ -303,6 +303,9 @@ func (e *Engine) fastHitLocked(r *FastRecord) ([]*Tracepoint, error) {
 		}
 		h.frame.AddRegisters(block)
 		h.frame.SetRegsFrom(from)
+	}
+	if e.static != nil && tp.collectsStatic() {
+		blocks = e.fastStaticLocked(tp, r, blocks)
 	}
 	if err := addBlocks(h, blocks); err != nil {
 		h.frame = nil
