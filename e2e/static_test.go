@@ -1,10 +1,13 @@
 package e2e
 
 import (
+	"debug/elf"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"gotpstub/sdt"
 )
 
 // Static tracepoints on SDT markers (issue 13): the program's markers are
@@ -108,4 +111,124 @@ func TestStaticTracepointInLibrary(t *testing.T) {
 	}
 	mustMatch(t, out, `\$1 = "libstdcxx:throw\(\d+, \d+\)"`)
 	mustContain(t, stub.output.String(), "caught 3")
+}
+
+// A real Debian program's markers, with semaphores and a memory
+// argument: python3's python:gc__start (in 3.11 its argument, the
+// generation, is `-4@112(%rsp)`), which Python fires only while a tracer
+// has raised its semaphore. Four gc.collect calls make four frames.
+func TestStaticTracepointInPython(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver has no SDT markers (UST only)")
+	}
+	// Debian's python3 (not a shim earlier in PATH), e.g. python3.11.
+	python, err := filepath.EvalSymlinks("/usr/bin/python3")
+	if err != nil {
+		t.Skip("no /usr/bin/python3")
+	}
+	if !hasMarker(t, python, "python:gc__start") {
+		t.Skipf("%s has no python:gc__start SDT marker", python)
+	}
+	stub := startStub(t, []string{"--once"}, python, "-S", "-E", "-c",
+		"import gc; gc.disable(); [gc.collect(g) for g in (0, 2, 1, 2)]")
+	script := strings.Join([]string{
+		"target remote " + stub.target(),
+		"break Py_RunMain",
+		"continue",
+		"info static-tracepoint-markers",
+		"strace -m python:gc__start",
+		"actions\ncollect $_sdata\nend",
+		"break Py_FinalizeEx",
+		"tstart",
+		"monitor ftrace",
+		"continue",
+		"tstop",
+		"tstatus",
+		"tfind start",
+		"print $_sdata",
+		"tfind",
+		"print $_sdata",
+		"tfind",
+		"print $_sdata",
+		"tfind",
+		"print $_sdata",
+		"tfind none",
+		"delete",
+		"continue",
+	}, "\n")
+	out := runGDB(t, gdbSession{program: python, commands: []string{script}})
+	mustMatch(t, out, `\d+\s+python:gc__start\s+n\s+0x[0-9a-f]+ `)
+	mustContain(t, out, `Data: "args -4@`, "semaphore 0x")
+	mustMatch(t, out, `tracepoint 2 at 0x[0-9a-f]+: (plain|punned|successor-preserving) jump over`)
+	if n := framesCollected(t, out); n != 4 {
+		t.Errorf("%d frames, want 4 (one per gc.collect)", n)
+	}
+	mustContain(t, out, `$1 = "python:gc__start(0)"`, `$2 = "python:gc__start(2)"`,
+		`$3 = "python:gc__start(1)"`, `$4 = "python:gc__start(2)"`)
+}
+
+// hasMarker reports whether the ELF file at path has the SDT marker id.
+func hasMarker(t *testing.T, path, id string) bool {
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatalf("opening %s: %v", path, err)
+	}
+	defer f.Close()
+	ms, err := sdt.Read(f)
+	if err != nil {
+		t.Fatalf("reading %s's SDT notes: %v", path, err)
+	}
+	for _, m := range ms {
+		if m.ID() == id {
+			return true
+		}
+	}
+	return false
+}
+
+// A marker with a semaphore in a shared library: listed at its load
+// address, the semaphore (in the library's data) raised while traced and
+// lowered at tstop, the arguments collected through a jump.
+func TestStaticTracepointInSharedLibrary(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver has no SDT markers (UST only)")
+	}
+	if _, err := exec.Command("sh", "-c", "echo '#include <sys/sdt.h>' | gcc -E -x c - >/dev/null").CombinedOutput(); err != nil {
+		t.Skip("no <sys/sdt.h> (apt install systemtap-sdt-dev)")
+	}
+	dir := t.TempDir()
+	buildC(t, filepath.Join(dir, "libsdt.so"), []string{"sdtlib/libsdt.c"}, "-shared", "-fPIC", "-O2")
+	prog := buildC(t, filepath.Join(dir, "sdtmain"), []string{"sdtlib/main.c"},
+		"-L"+dir, "-lsdt", "-Wl,-rpath,"+dir)
+	stub := startStub(t, []string{"--once"}, prog)
+	script := strings.Join([]string{
+		"target remote " + stub.target(),
+		"break main",
+		"continue",
+		"info static-tracepoint-markers",
+		"strace -m libsdt:work",
+		"actions\ncollect $_sdata\nend",
+		"break done",
+		"tstart",
+		"monitor ftrace",
+		"continue",
+		"tstop",
+		"tstatus",
+		"tfind start",
+		"print $_sdata",
+		"tfind 2",
+		"print $_sdata",
+		"tfind none",
+		"continue",
+	}, "\n")
+	out := runGDB(t, gdbSession{program: prog, commands: []string{script}})
+	mustMatch(t, out, `\d+\s+libsdt:work\s+n\s+0x0*7f[0-9a-f]+ in lib_work`)
+	mustContain(t, out, `Data: "args -4@`, "semaphore 0x7")
+	mustMatch(t, out, `tracepoint 2 at 0x[0-9a-f]+: (plain|punned|successor-preserving) jump over`)
+	if n := framesCollected(t, out); n != 5 {
+		t.Errorf("%d frames, want 5", n)
+	}
+	mustContain(t, out, `$1 = "libsdt:work(0, 0)"`, `$2 = "libsdt:work(2, 4)"`)
+	// Fired while traced, not after tstop.
+	mustContain(t, stub.output.String(), "fired 5 0")
 }
