@@ -449,12 +449,13 @@ func TestFastTraceUncollectedRegistersUnavailable(t *testing.T) {
 	if isGdbserver(stubPath(t)) {
 		t.Skip("gdbserver needs its in-process agent library for ftrace")
 	}
-	// collect $r12 alone: the pad saves no vector state, so the frame's
-	// xmm/ymm registers are unavailable (not zeros), and so are
-	// orig_rax and gs_base, which a pad never sees; the general
-	// registers are in the frame, and so is fs_base: the pad reads the
-	// thread pointer with rdfsbase or, where the machine does not allow
-	// it, at %fs:0 (glibc's thread control block points to itself).
+	// collect $r12, $fs_base: the pad saves no vector state, so the
+	// frame's xmm/ymm registers are unavailable (not zeros), and so are
+	// orig_rax and gs_base, which a pad never sees; the frame holds the
+	// registers gdb asked for (and the PC), so rax is unavailable too;
+	// fs_base is the thread pointer the pad read with rdfsbase or, where
+	// the machine does not allow it, at %fs:0 (glibc's thread control
+	// block points to itself).
 	vectors, args, avx := vectorsProgram(t)
 	prints := `
 tfind 0
@@ -463,6 +464,8 @@ print $xmm0
 print $orig_rax
 print $gs_base
 print $fs_base != 0
+print $rax
+print $pc == vectors_loaded
 print $st0`
 	if avx {
 		prints += "\nprint $ymm0"
@@ -470,13 +473,13 @@ print $st0`
 	out, stub := traceSessionFlags(t, []string{"--once", "--debug"}, vectors, args, `
 ftrace *vectors_loaded
 actions
-collect $r12
+collect $r12, $fs_base
 end`, "exit", prints)
 	mustPlaceJump(t, stub, 2)
 	mustContain(t, out, "$1 = 0x1122334455667788", "$2 = <unavailable>", "$3 = <unavailable>",
-		"$4 = <unavailable>", "$5 = 1", "$6 = <unavailable>")
+		"$4 = <unavailable>", "$5 = 1", "$6 = <unavailable>", "$7 = 1", "$8 = <unavailable>")
 	if avx {
-		mustContain(t, out, "$7 = <unavailable>")
+		mustContain(t, out, "$9 = <unavailable>")
 	}
 }
 

@@ -542,3 +542,59 @@ tstatus`, stub.target())}})
 	}
 	mustMatch(t, stopped, `Trace started at \d+\.\d+ secs, stopped \d+\.\d+ secs later\.`)
 }
+
+// Frames of the collected size (issue 10): `collect $rdi` stores rdi and
+// the PC, not the whole register block, for trap and fast tracepoints;
+// the other registers are unavailable; tsave and target tfile still
+// show the same frames (the saved register block holds zeros elsewhere).
+func TestCollectOneRegisterFrames(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver stores the whole register block")
+	}
+	for _, kind := range []string{"trace", "ftrace"} {
+		t.Run(kind, func(t *testing.T) {
+			dir := t.TempDir()
+			prog := buildC(t, filepath.Join(dir, "trace"), []string{"trace.c"}, "-no-pie")
+			file := filepath.Join(dir, "rdi.tf")
+			out, _ := traceSession(t, prog, []string{"5"}, kind+` *traced_function
+actions
+collect $rdi
+end`, "trace_done", `
+tstatus
+`+frameLoop(`printf "rdi=%d pc-ok=%d\n", $rdi, $pc == traced_function`)+`
+tfind 2
+print $rax
+tdump
+tfind none
+tsave `+file)
+			if n := framesCollected(t, out); n != 5 {
+				t.Fatalf("%d frames, want 5", n)
+			}
+			m := regexp.MustCompile(`Trace buffer has (\d+) bytes of (\d+) bytes free`).FindStringSubmatch(out)
+			if m == nil {
+				t.Fatal("no buffer use in tstatus")
+			}
+			free, _ := strconv.Atoi(m[1])
+			size, _ := strconv.Atoi(m[2])
+			// Header 6 + 'r' block 3 + rdi (4+8) + rip (4+8) = 33 bytes
+			// a frame, where the whole block made ~560-830.
+			if per := (size - free) / 5; per > 40 {
+				t.Errorf("%d bytes a frame, want at most 40", per)
+			}
+			for n := range 5 {
+				mustContain(t, out, fmt.Sprintf("rdi=%d pc-ok=1", n))
+			}
+			mustContain(t, out, "$1 = <unavailable>")
+			mustContain(t, out, "$rdi = 2")
+			// Separate command files: gdb 13 refuses to recreate the
+			// fast tracepoint from the file (the 1-byte push at its
+			// address: "May not have a fast tracepoint"), which ends
+			// the file it happens in, but it reads the frames.
+			saved := runGDB(t, gdbSession{program: prog, commands: []string{"target tfile " + file,
+				frameLoop(`printf "saved rdi=%d pc-ok=%d\n", $rdi, $pc == traced_function`)}})
+			for n := range 5 {
+				mustContain(t, saved, fmt.Sprintf("saved rdi=%d pc-ok=1", n))
+			}
+		})
+	}
+}

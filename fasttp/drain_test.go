@@ -39,7 +39,7 @@ func newDrainRig(tb testing.TB, laneSize uint64, circular bool, collectRegs bool
 	}
 	pkts := []string{"QTinit", "QTDP:1:401000:E:0:0" + action}
 	if collectRegs {
-		pkts = append(pkts, "QTDP:-1:401000:R03")
+		pkts = append(pkts, "QTDP:-1:401000:Rffffffffffffffffffffffff") // every register
 	}
 	pkts = append(pkts, "QTBuffer:size:4000000")
 	if circular {

@@ -517,7 +517,7 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 		Uncounted: acts.uncounted,
 	}
 	if acts.frameRegs {
-		spec.FrameBase += 1 + uint32(in.engine.RegBlockSize())
+		spec.FrameBase += uint32(in.engine.RegisterBlockBytes(tp))
 	}
 	if acts.static {
 		// An 'S' block, at least this long (the buffer's room is

@@ -66,7 +66,7 @@ type Stats struct {
 type record struct {
 	// bits 0-39: offset of the frame in the arena (< MaxSize);
 	// bits 40-55: tracepoint number; bit 56: fallbackPC is set;
-	// bits 57-58: the RegsSource.
+	// bits 57-58: the RegsSource; bit 59: the frame has an 'r' block.
 	word       uint64
 	fallbackPC uint64 // from FrameBuilder.SetFallbackPC
 	time       int64  // from FrameBuilder.SetTime (0: unknown)
@@ -78,6 +78,8 @@ const (
 	recTPShift   = recPosBits
 	recHasFBFlag = 1 << 56
 	recRegsShift = 57
+	// recRunsFlag: the frame has an 'r' block (it grows in gdb's layout).
+	recRunsFlag = 1 << 59
 )
 
 func (r *record) pos() int             { return int(r.word & recPosMask) }
@@ -119,6 +121,10 @@ type Buffer struct {
 	used    int
 	created int
 	regSize int // size of R blocks in the buffer; 0 until the first one
+	// runFrames counts the present frames with an 'r' block and growth
+	// what they gain in gdb's layout; cursor speeds up reading it.
+	runFrames, growth int
+	cursor            gdbCursor
 
 	// byTP maps a tracepoint number to the sequence numbers of its
 	// frames, ascending, for the frames before tpNext (the searches catch
@@ -236,6 +242,8 @@ func (b *Buffer) clearLocked() {
 	b.addrKnown = b.addrKnown[:0]
 	b.byPC = nil
 	b.pcEntries = 0
+	b.runFrames, b.growth = 0, 0
+	b.cursor = gdbCursor{}
 }
 
 // Size returns the byte budget.
@@ -368,6 +376,11 @@ func (b *Buffer) commitLocked(f *FrameBuilder) error {
 	if f.hasFallback {
 		word |= recHasFBFlag
 	}
+	if f.growth > 0 {
+		word |= recRunsFlag
+		b.runFrames++
+		b.growth += f.growth
+	}
 	b.recs[(b.headSeq+int64(b.count))&int64(len(b.recs)-1)] = record{word: word, fallbackPC: f.fallbackPC, time: f.time}
 	b.count++
 	b.used += n
@@ -454,7 +467,12 @@ func (b *Buffer) makeRoomLocked(n int) error {
 		return fmt.Errorf("commit %d-byte trace frame with %d of %d bytes used: %w",
 			n, b.used, b.size, ErrFull)
 	}
+	b.cursor.valid = false // the stream's offsets move down
 	for b.used+need > b.size && b.count > 0 {
+		if b.rec(b.headSeq).word&recRunsFlag != 0 {
+			b.runFrames--
+			b.growth -= growthOf(b.view(b.headSeq), b.regSize)
+		}
 		b.used -= b.recSize(b.headSeq)
 		b.headSeq++
 		b.count--
@@ -730,31 +748,41 @@ func (b *Buffer) FindRange(after int, lo, hi uint64, inside bool, pcOffset int) 
 }
 
 // ReadRaw returns up to n bytes at offset in the concatenation of the
-// present frames, oldest first (qTBuffer:offset,len). It returns nil when
-// offset is negative, n <= 0 or offset >= Used(); the caller answers "l"
-// when offset == Used() and an error when offset > Used().
+// present frames in gdb's layout, oldest first (qTBuffer:offset,len):
+// the stored bytes, 'r' blocks expanded (see BlockRegisterRuns), whose
+// length is GDBUsed(). It returns nil when offset is negative, n <= 0 or
+// offset >= GDBUsed().
 func (b *Buffer) ReadRaw(offset, n int) []byte {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.readRawLocked(offset, n)
+	return b.readGDBLocked(offset, n)
+}
+
+// GDBUsed returns the length of the present frames in gdb's layout: Used()
+// plus what 'r' blocks gain there.
+func (b *Buffer) GDBUsed() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.gdbUsedLocked()
 }
 
 // ReadTraceData is ReadRaw with qTBuffer's end handling decided under the
-// same lock: it returns io.EOF when offset == Used() (reply "l"),
-// ErrBadOffset when offset < 0 or offset > Used() (reply "E01"), and
+// same lock: it returns io.EOF when offset == GDBUsed() (reply "l"),
+// ErrBadOffset when offset < 0 or offset > GDBUsed() (reply "E01"), and
 // otherwise between 1 and n bytes (n must be positive).
 func (b *Buffer) ReadTraceData(offset, n int) ([]byte, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	total := b.gdbUsedLocked()
 	switch {
-	case offset == b.used:
+	case offset == total:
 		return nil, io.EOF
-	case offset < 0 || offset > b.used:
-		return nil, fmt.Errorf("read trace data at %d of %d bytes: %w", offset, b.used, ErrBadOffset)
+	case offset < 0 || offset > total:
+		return nil, fmt.Errorf("read trace data at %d of %d bytes: %w", offset, total, ErrBadOffset)
 	case n <= 0:
 		return nil, fmt.Errorf("read %d bytes of trace data: bad length", n)
 	}
-	return b.readRawLocked(offset, n), nil
+	return b.readGDBLocked(offset, n), nil
 }
 
 // readRawLocked copies bytes of the present frames: they are contiguous,
@@ -792,8 +820,9 @@ func (b *Buffer) Frames(fn func(f *Frame) bool) {
 	}
 }
 
-// snapshot returns a copy of every present frame's bytes, oldest first
-// (what qTBuffer serves from offset 0 to Used()), and their times.
+// snapshot returns a copy of every present frame's bytes in gdb's layout,
+// oldest first (what qTBuffer serves from offset 0 to GDBUsed()), and
+// their times.
 func (b *Buffer) snapshot() ([]byte, []int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -801,5 +830,5 @@ func (b *Buffer) snapshot() ([]byte, []int64) {
 	for i := range times {
 		times[i] = b.rec(b.headSeq + int64(i)).time
 	}
-	return b.readRawLocked(0, b.used), times
+	return b.readGDBLocked(0, b.gdbUsedLocked()), times
 }

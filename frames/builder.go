@@ -14,6 +14,9 @@ type FrameBuilder struct {
 	time        int64
 	regsFrom    RegsSource
 	spent       bool // committed: Reset makes it usable again
+	// growth is how many bytes the frame gains in gdb's layout (its 'r'
+	// blocks expanded).
+	growth int
 }
 
 // NewFrame starts a frame for tracepoint tpnum. Nothing is stored until
@@ -42,6 +45,7 @@ func (f *FrameBuilder) Reset(tpnum int) {
 	f.time = 0
 	f.regsFrom = RegsAll
 	f.spent = false
+	f.growth = 0
 }
 
 // TPNum returns the tracepoint number the frame is for.

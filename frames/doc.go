@@ -13,10 +13,16 @@
 //	  'R' + register block of exactly the g-packet size
 //	  'M' + u64 address + u16 length + length bytes
 //	  'V' + u32 (C int) variable number + i64 value
-//	  'S' + u16 length + length bytes (static tracepoint data; parsed, never built)
+//	  'S' + u16 length + length bytes (static tracepoint data)
+//	  'r' + u16 length + runs of the register block (gotpstub's own:
+//	      a frame of the collected size, see regruns.go)
 //
 // gdb's tsave copies qTBuffer bytes verbatim into the tfile and `target tfile`
-// walks them with the same layout, so this is the on-wire format too.
+// walks them with the same layout, so this is the on-wire format too, with
+// one exception: a tracepoint that collects some registers only (`collect
+// $rdi`) stores them, and the PC, in an 'r' block, which qTBuffer and QTSave
+// serve expanded to an 'R' block (zeros outside the runs). Used() and the
+// budget count the stored frames; GDBUsed() is the length gdb reads.
 //
 // Beside its bytes a stored frame keeps its fallback PC and which
 // registers its R block really holds (RegsSource: a jump pad saves no

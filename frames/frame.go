@@ -110,6 +110,16 @@ func (f *Frame) walk(fn func(block) bool) error {
 			n = 10 + int(binary.LittleEndian.Uint16(rest[8:10]))
 		case BlockTSV:
 			n = 12
+		case BlockRegisterRuns:
+			if len(rest) < 2 {
+				return fmt.Errorf("frame %d: truncated register runs header at offset %d", f.Num, off)
+			}
+			n = 2 + int(binary.LittleEndian.Uint16(rest[0:2]))
+			if len(rest) >= n {
+				if err := eachRun(rest[2:n], func(int, []byte) {}); err != nil {
+					return fmt.Errorf("frame %d: register runs at offset %d: %w", f.Num, off, err)
+				}
+			}
 		case BlockStatic:
 			if len(rest) < 2 {
 				return fmt.Errorf("frame %d: truncated static data block header at offset %d", f.Num, off)
@@ -161,13 +171,20 @@ func (f *Frame) Validate() error {
 	return nil
 }
 
-// Registers returns the body of the frame's first 'R' block, or nil when
-// it has none.
+// Registers returns the body of the frame's first 'R' block, or its
+// first 'r' block expanded to a whole register block (zeros outside its
+// runs: RegisterCollected tells them), or nil when it has neither.
 func (f *Frame) Registers() []byte {
 	var regs []byte
 	_ = f.walk(func(bl block) bool {
-		if bl.kind == BlockRegisters {
+		switch bl.kind {
+		case BlockRegisters:
 			regs = bl.body
+			return false
+		case BlockRegisterRuns:
+			if f.RegBlockSize > 0 {
+				regs = expandRuns(bl.body[2:], f.RegBlockSize)
+			}
 			return false
 		}
 		return true

@@ -25,10 +25,31 @@ func FuzzFrameAccessors(f *testing.F) {
 	f.Add([]byte{1, 0, 5, 0, 0, 0, 'S', 2, 0, 9, 9}, 0, 0)
 	f.Add([]byte{1, 0, 0xff, 0xff, 0xff, 0xff, 'M', 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff}, 4, 3)
 	f.Add([]byte{1, 0, 2, 0, 0, 0, 'R'}, 16, 8)
+	f.Add([]byte{1, 0, 11, 0, 0, 0, 'r', 8, 0, 4, 0, 4, 0, 1, 2, 3, 4}, 16, 4)
+	f.Add([]byte{1, 0, 11, 0, 0, 0, 'r', 8, 0, 0xff, 0xff, 4, 0, 1, 2, 3, 4}, 16, 4)
+	f.Add([]byte{1, 0, 7, 0, 0, 0, 'r', 4, 0, 4, 0, 9, 0}, 16, 4)
 	f.Fuzz(func(t *testing.T, raw []byte, regSize int, pcOffset int) {
 		regSize %= 4096
 		fr := &Frame{Raw: raw, RegBlockSize: regSize}
 		regs := fr.Registers()
+		fr.RegisterCollected(pcOffset%4096, 8)
+		if fr.Validate() == nil && regSize > 0 {
+			// gdb's layout has no 'r' block and the same other blocks.
+			g, err := gdbLayout(nil, raw, regSize)
+			if err != nil {
+				t.Fatalf("gdbLayout of a valid frame: %v", err)
+			}
+			gf := &Frame{Raw: g, RegBlockSize: regSize}
+			if err := gf.Validate(); err != nil {
+				t.Fatalf("frame in gdb's layout invalid: %v\n% x", err, g)
+			}
+			if len(gf.Memory()) != len(fr.Memory()) || !bytes.Equal(gf.Registers(), regs) {
+				t.Fatalf("frame in gdb's layout differs: % x", g)
+			}
+			if len(g)-len(raw) != growthOf(raw, regSize) {
+				t.Fatalf("grew by %d bytes, growthOf says %d", len(g)-len(raw), growthOf(raw, regSize))
+			}
+		}
 		mem := fr.Memory()
 		tsvs := fr.TSVs()
 		fr.PC(pcOffset)
@@ -43,7 +64,7 @@ func FuzzFrameAccessors(f *testing.F) {
 			t.Errorf("traceframe-info lists %d memory / %d tvar, accessors %d / %d",
 				strings.Count(xml, "<memory "), strings.Count(xml, "<tvar "), len(mem), len(tsvs))
 		}
-		if fr.Validate() != nil || bytes.Contains(raw, []byte{'S'}) {
+		if fr.Validate() != nil || bytes.Contains(raw, []byte{'S'}) || bytes.Contains(raw, []byte{'r'}) {
 			return
 		}
 		tp := int(binary.LittleEndian.Uint16(raw))

@@ -11,7 +11,7 @@ func TestDisconnectKeepsHeldHits(t *testing.T) {
 	e := NewEngine(Config{Layout: p.layout, Live: p.mem, Installer: inst})
 	inst.e = e
 	e.SetFastTracepoints(true)
-	mustOK(t, e, "QTinit", "QTDP:1:401000:E:0:0:F5-", "QTDP:-1:401000:R1", "QTDisconnected:0", "QTStart")
+	mustOK(t, e, "QTinit", "QTDP:1:401000:E:0:0:F5-", "QTDP:-1:401000:R"+allRegs, "QTDisconnected:0", "QTStart")
 	tp := findTracepoint(t, e, 1)
 	regs := make([]uint64, 24)
 	regs[regRIP] = 0x401000

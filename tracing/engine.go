@@ -73,8 +73,9 @@ type Action struct {
 	Kind ActionKind
 	// Text is the action exactly as gdb sent it, uploaded back by qTsP.
 	Text string
-	// RegMask is the hex register mask of an R action (informative: the
-	// whole register block is always collected, like gdbserver).
+	// RegMask is the hex register mask of an R action: the registers it
+	// names are stored (an 'r' block when they are fewer than the whole
+	// register block, see Engine.registerRuns).
 	RegMask string
 	// BaseReg, Offset and Len describe an M action: Len bytes at
 	// Offset plus the value of register BaseReg, or at Offset when
@@ -164,6 +165,8 @@ type Engine struct {
 	fastSpans []regSpan // fastSlots as copies of consecutive registers
 	// fastFrame is the frame builder FastHits reuses for every hit.
 	fastFrame frames.FrameBuilder
+	// runsByMask caches registerRuns.
+	runsByMask map[string][][2]int
 	// staticScratch and staticRest are fastStaticLocked's buffers.
 	staticScratch []jitBlock
 	staticRest    []byte

@@ -199,7 +199,7 @@ func (e *Engine) collectLocked(tp *Tracepoint, actions []Action) (removed []*Tra
 		a := &actions[i]
 		switch a.Kind {
 		case ActionRegisters:
-			h.frame.AddRegisters(h.regs)
+			h.frame.AddRegisterRuns(h.regs, e.registerRuns(a.RegMask))
 		case ActionMemory:
 			addr := a.Offset
 			if a.BaseReg >= 0 {

@@ -4,6 +4,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -651,15 +653,16 @@ func (e *Engine) qtBuffer(s string) []byte {
 	if err != nil || !c.done() {
 		return errorReply(fmt.Errorf("qTBuffer: %w", errSyntax))
 	}
-	used := uint64(e.buf.Used())
-	switch {
-	case off == used:
-		return []byte("l")
-	case off > used:
+	if off > math.MaxInt32 || n == 0 {
 		return replyError
 	}
-	n = min(n, used-off, maxReplyBytes)
-	data := e.buf.ReadRaw(int(off), int(n))
+	data, err := e.buf.ReadTraceData(int(off), int(min(n, maxReplyBytes)))
+	switch {
+	case errors.Is(err, io.EOF):
+		return []byte("l")
+	case err != nil:
+		return replyError
+	}
 	return []byte(hex.EncodeToString(data))
 }
 

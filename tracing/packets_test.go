@@ -144,7 +144,7 @@ func simpleTracepoint(t *testing.T, e *Engine, passcount int) {
 	t.Helper()
 	mustOK(t, e, "QTinit",
 		"QTDP:1:"+hexAddr(addrWork)+":E:0:"+hexInt(passcount)+"-",
-		"QTDP:-1:"+hexAddr(addrWork)+":R1ff-",
+		"QTDP:-1:"+hexAddr(addrWork)+":R"+allRegs+"-",
 		"QTDP:-1:"+hexAddr(addrWork)+":M-1,"+hexAddr(addrBuf)+",20")
 }
 
@@ -307,7 +307,7 @@ func TestEnableDisableAndInstallInTrace(t *testing.T) {
 	if inst.count() != 1 {
 		t.Errorf("installed before its actions arrived")
 	}
-	mustOK(t, e, "QTDP:-3:401000:R1")
+	mustOK(t, e, "QTDP:-3:401000:R"+allRegs)
 	if inst.count() != 2 {
 		t.Errorf("not installed after its last action")
 	}

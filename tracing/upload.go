@@ -135,7 +135,7 @@ func (e *Engine) FrameRegisters() (*tdesc.Regs, bool) {
 	if block := e.frame.Registers(); block != nil {
 		copy(regs.Data, block)
 		for i, r := range e.layout.Regs {
-			regs.Valid[i] = collected(e.frame.RegsFrom, r.Num, regs)
+			regs.Valid[i] = collected(e.frame.RegsFrom, r.Num, regs) && e.frame.RegisterCollected(r.Offset, r.Size)
 		}
 		return regs, true
 	}
