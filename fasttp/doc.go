@@ -116,8 +116,10 @@
 // every core busy would share them with it). A linear trace buffer is
 // not left to fill by draining: the pads add up the frame bytes their
 // records will make (jit.LaneSpent), and as soon as that exceeds the
-// room the buffer had when the run started, the drainer switches every
-// pad off, drains, and the run stops with tfull — gdbserver's
+// room the buffer had when the run started, the pad that made it so
+// switches every pad off (jit.LaneBudget: each lane's budget is that
+// room, so a lone writer stops at once; with several, the drainer's
+// look at all lanes together does it), drains, and the run stops with tfull — gdbserver's
 // in-process agent likewise stops when its buffer is full, and the
 // program pays for no hit that could not be kept. The engine calls Sync before
 // every trace packet, at disconnection and when the process ends (the

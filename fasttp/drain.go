@@ -241,6 +241,7 @@ func (in *Installer) StartRun() {
 		return
 	}
 	in.lanes.reset()
+	in.lanes.setBudget(in.runRoom)
 	if len(in.sites) != 0 || len(in.pending) != 0 {
 		in.prefaultLocked()
 		return

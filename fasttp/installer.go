@@ -140,6 +140,9 @@ func (in *Installer) setLanesLocked(l *lanes) {
 		}
 	}
 	in.shared.Store(l)
+	if l != nil {
+		l.setBudget(in.runRoom)
+	}
 	if old == nil && l != nil {
 		in.engine.SetTSVStore(in)
 	}

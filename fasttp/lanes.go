@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"gotpstub/inferior"
+	"gotpstub/frames"
 	"gotpstub/jit"
 	"gotpstub/tdesc"
 )
@@ -326,6 +327,22 @@ func (l *lanes) mapInProcess(i int, from, to uint64) {
 	buf := make([]byte, len(remote))
 	_, _ = unix.ProcessVMReadv(l.pid, []unix.Iovec{{Base: &buf[0], Len: uint64(len(buf))}}, remote, 0)
 	l.mapped[i] = to
+}
+
+// setBudget sets every lane's LaneBudget: the pads switch collection off
+// once a lane's records make more than room frame bytes (less the
+// end-of-buffer marker); room 0 (a circular buffer) sets none. Each lane
+// may take the whole room (a lane cannot know the others'): the stub's
+// look at all lanes together (Installer.bufferFilled) stays the exact
+// test, the budget only makes a lone writer stop at once.
+func (l *lanes) setBudget(room uint64) {
+	budget := uint64(0)
+	if room > 0 {
+		budget = max(room-min(room, frames.EOBMarkerSize), 1)
+	}
+	for i := range l.tails {
+		store64(l.ctl(), laneHdr(i)+jit.LaneBudget, budget)
+	}
 }
 
 // dropped returns the hits the pads dropped: lanes full, no stub.

@@ -230,7 +230,8 @@
 // (address of the lane's data), +24 size (bytes, a power of two), +32
 // spent (the gdb frame bytes of the lane's committed records,
 // PadSpec.FrameBase + used each, added after the commit: add in a
-// thread's own lane, lock add in the shared one), and, on
+// thread's own lane, lock add in the shared one), +40 budget (when not
+// 0, the pad whose record takes spent past it clears CtlActive), and, on
 // a cache line of its own, +128 tail (the consumer's cursor, written by
 // the stub only). PadSpec.Lanes (a power of two, at most MaxLanes) is the
 // number of lanes threads may own; lane Lanes is shared by the others.

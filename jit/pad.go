@@ -51,7 +51,14 @@ const (
 	// records will make (PadSpec.FrameBase + used each; monotonic): the
 	// stub stops a linear buffer's run when they reach its room, before
 	// it has drained them.
-	LaneSpent   = 32
+	LaneSpent = 32
+	// LaneBudget, when not 0, is the most LaneSpent may reach: the pad
+	// whose record takes the lane past it switches collection off
+	// (CtlActive = 0). The stub sets it to a linear buffer's room, so
+	// that the pads stop as soon as the buffer is full (it finds so
+	// from the lanes' LaneSpent and ends the run with tfull), not once
+	// the stub has looked.
+	LaneBudget  = 40
 	LaneTail    = 128 // consumer cursor in bytes (monotonic; the stub only)
 	LaneHdrSize = 256
 )
@@ -546,7 +553,8 @@ func (b *padBuilder) record() {
 // spend adds the committed record's frame bytes (FrameBase + used, used
 // in padSizeR) to the lane's LaneSpent: a plain add in the thread's own
 // lane (one writer; one instruction, so a signal handler cannot split
-// it), lock add in the shared lane. Clobbers rax.
+// it), lock add in the shared lane; past LaneBudget it switches
+// collection off. Clobbers rax and rcx.
 func (b *padBuilder) spend() {
 	a := &b.a
 	a.lea(rAX, at(padSizeR, int32(b.spec.FrameBase)))
@@ -557,6 +565,15 @@ func (b *padBuilder) spend() {
 	a.here8(shared)
 	a.lockAluMR(aluAdd, at(padLane, LaneSpent), rAX)
 	a.here8(done)
+	// Past the lane's budget (LaneBudget, 0: none): collection off.
+	a.load64(rCX, at(padLane, LaneBudget))
+	none := a.jrcxz()
+	a.aluRM(aluCmp, rCX, at(padLane, LaneSpent))
+	within := a.jcc8(condAE)
+	a.aluRR32(aluXor, rAX, rAX)
+	a.store64(at(padCtl, CtlActive), rAX)
+	a.here8(within)
+	a.here8(none)
 }
 
 // header writes a reserved record's header but its size: tracepoint,

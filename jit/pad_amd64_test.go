@@ -2059,6 +2059,45 @@ func TestPadLaneSpent(t *testing.T) {
 	}
 }
 
+// LaneBudget: the record that takes a lane's LaneSpent past it switches
+// collection off (it is kept: the stub finds the buffer full and
+// discards what does not fit); 0 sets no limit.
+func TestPadLaneBudget(t *testing.T) {
+	for _, tc := range []struct {
+		budget  uint64
+		records int
+		active  bool
+	}{
+		{0, 5, true},
+		{250, 3, false}, // 100, 200, 300 > 250: off after the third
+		{300, 4, false}, // 300 is within; 400 is not
+		{10000, 5, true},
+	} {
+		t.Run(fmt.Sprint(tc.budget), func(t *testing.T) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			rig := newPadRig(t, 4, 1<<14)
+			rig.reset(true)
+			for i := 0; i <= 4; i++ {
+				*rig.laneField(i, LaneBudget) = tc.budget
+			}
+			rig.install(t, PadSpec{FrameBase: 100})
+			st := newTestStack(t)
+			var out [18]uint64
+			for range 5 {
+				in := padInput(0)
+				callSite(rig.site, &in, &out, st.top)
+			}
+			if got := len(rig.records(t)); got != tc.records {
+				t.Errorf("%d records, want %d", got, tc.records)
+			}
+			if got := rig.load(CtlActive) != 0; got != tc.active {
+				t.Errorf("active %v, want %v", got, tc.active)
+			}
+		})
+	}
+}
+
 // With TPLoad the pad reads the thread pointer at %fs:0 and lists that
 // load among its faults: a thread without one (fs base 0) is resumed at
 // code that takes the shared lane (rsi = 0) and goes on after the load.
