@@ -9,8 +9,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"gotpstub/inferior"
 	"gotpstub/frames"
+	"gotpstub/inferior"
 	"gotpstub/jit"
 	"gotpstub/tdesc"
 )

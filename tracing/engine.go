@@ -113,7 +113,9 @@ type Tracepoint struct {
 	Cond        *agentexpr.Expr
 	Actions     []Action
 	StepActions []Action
-	Sources     []Source
+	// regRuns and stepRegRuns cache actionRegisterRuns.
+	regRuns, stepRegRuns regRuns
+	Sources              []Source
 	// Hits counts the hits whose condition was true in the current or
 	// last run; BytesUsed the frame bytes they took.
 	Hits      uint64
@@ -165,8 +167,6 @@ type Engine struct {
 	fastSpans []regSpan // fastSlots as copies of consecutive registers
 	// fastFrame is the frame builder FastHits reuses for every hit.
 	fastFrame frames.FrameBuilder
-	// runsByMask caches registerRuns.
-	runsByMask map[string][][2]int
 	// staticScratch and staticRest are fastStaticLocked's buffers.
 	staticScratch []jitBlock
 	staticRest    []byte

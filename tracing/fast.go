@@ -301,7 +301,7 @@ func (e *Engine) fastHitLocked(r *FastRecord) ([]*Tracepoint, error) {
 				from = frames.RegsGeneralVector
 			}
 		}
-		h.frame.AddRegisterRuns(block, e.tpRegisterRuns(tp))
+		h.frame.AddRegisterRuns(block, e.actionRegisterRuns(tp, false))
 		h.frame.SetRegsFrom(from)
 	}
 	if e.static != nil && tp.collectsStatic() {

@@ -157,7 +157,7 @@ func (e *Engine) hitLocked(tp *Tracepoint, ctx HitContext) []*Tracepoint {
 	h.frame = e.buf.NewFrame(tp.Num)
 	h.frame.SetFallbackPC(tp.Addr)
 	h.frame.SetTime(e.now().UnixNano())
-	if removed, failed := e.collectLocked(tp, tp.Actions); failed {
+	if removed, failed := e.collectLocked(tp, false); failed {
 		return removed
 	}
 	if removed := e.commitLocked(tp); removed != nil {
@@ -191,15 +191,20 @@ func (h *hitState) regBlock(regs *tdesc.Regs, pc uint64, setPC bool) []byte {
 	return block
 }
 
-// collectLocked runs actions into e.hit.frame. failed means an expression
+// collectLocked runs tp's actions (step: its while-stepping actions) into
+// e.hit.frame. failed means an expression
 // could not be evaluated and the run stopped (removed is what to take out).
-func (e *Engine) collectLocked(tp *Tracepoint, actions []Action) (removed []*Tracepoint, failed bool) {
+func (e *Engine) collectLocked(tp *Tracepoint, step bool) (removed []*Tracepoint, failed bool) {
+	actions := tp.Actions
+	if step {
+		actions = tp.StepActions
+	}
 	h := &e.hit
 	for i := range actions {
 		a := &actions[i]
 		switch a.Kind {
 		case ActionRegisters:
-			h.frame.AddRegisterRuns(h.regs, e.registerRuns(a.RegMask))
+			h.frame.AddRegisterRuns(h.regs, e.actionRegisterRuns(tp, step))
 		case ActionMemory:
 			addr := a.Offset
 			if a.BaseReg >= 0 {
@@ -283,7 +288,7 @@ func (e *Engine) stepLocked(tp *Tracepoint, ctx HitContext, step int) []*Tracepo
 	h.frame = e.buf.NewFrame(tp.Num)
 	h.frame.SetFallbackPC(tp.Addr) // like gdbserver's get_traceframe_address
 	h.frame.SetTime(e.now().UnixNano())
-	if removed, failed := e.collectLocked(tp, tp.StepActions); failed {
+	if removed, failed := e.collectLocked(tp, true); failed {
 		return removed
 	}
 	if removed := e.commitLocked(tp); removed != nil {

@@ -214,6 +214,7 @@ func (e *Engine) qtDPActions(s string) []byte {
 	} else {
 		tp.Actions = append(tp.Actions, acts...)
 	}
+	tp.regRuns, tp.stepRegRuns = regRuns{}, regRuns{}
 	install := e.running && !more && tp.Enabled && !tp.installed
 	e.mu.Unlock()
 	if install {

@@ -3,55 +3,57 @@ package tracing
 import (
 	"slices"
 
+	"gotpstub/agentexpr"
 	"gotpstub/frames"
+	"gotpstub/tdesc"
 )
 
-// registerRuns returns the byte ranges of the register block holding the
-// registers an R action's mask names (gdb's hex mask, its last digit
-// registers 0-3) and the PC, adjacent ones merged; nil when it names
-// every register of the layout or cannot be read: the whole block is
-// stored then. The PC is always kept: gdb's tfile reader takes a frame's
-// PC from its register block when it has one (the expanded 'R' block of
-// a saved frame), and the stub answers tfind and `g` from it.
+// registerRuns returns the byte ranges of the register block a frame of
+// one action list (actions, with cond: the tracepoint's condition) keeps
+// for its R action of mask (gdb's hex mask, its last digit registers
+// 0-3), adjacent ones merged: the registers the mask names, those the
+// condition and the actions' expressions read and memory actions are
+// based on, and the PC, stack and frame pointers, so that a frame
+// still shows where it was taken and gdb can unwind from it (gdb's tfile
+// reader takes a frame's PC from its register block, here the expanded
+// 'R' block of a saved frame). nil when that is every register of the
+// layout or the mask cannot be read: the whole block is stored then.
 // e.mu must be held.
-func (e *Engine) registerRuns(mask string) [][2]int {
-	if runs, ok := e.runsByMask[mask]; ok {
-		return runs
-	}
-	runs := e.computeRegisterRuns(mask)
-	if e.runsByMask == nil {
-		e.runsByMask = map[string][][2]int{}
-	}
-	e.runsByMask[mask] = runs
-	return runs
-}
-
-func (e *Engine) computeRegisterRuns(mask string) [][2]int {
+func (e *Engine) registerRuns(mask string, cond *agentexpr.Expr, actions []Action) [][2]int {
 	if e.layout == nil || mask == "" {
 		return nil
-	}
-	named := func(num int) bool {
-		i := len(mask) - 1 - num/4
-		if i < 0 {
-			return false
-		}
-		d, ok := hexDigit(mask[i])
-		return ok && d&(1<<(num%4)) != 0
 	}
 	for i := range mask {
 		if _, ok := hexDigit(mask[i]); !ok {
 			return nil
 		}
 	}
+	want := map[int]bool{e.pcReg: true, tdesc.RSP: true, tdesc.RBP: true}
+	for num := 0; num < 4*len(mask); num++ {
+		d, _ := hexDigit(mask[len(mask)-1-num/4])
+		if d&(1<<(num%4)) != 0 {
+			want[num] = true
+		}
+	}
+	exprs := []*agentexpr.Expr{cond}
+	for _, a := range actions {
+		exprs = append(exprs, a.Expr)
+		if a.Kind == ActionMemory && a.BaseReg >= 0 {
+			want[a.BaseReg] = true
+		}
+	}
+	for _, x := range exprs {
+		if x != nil {
+			for _, num := range x.RegsUsed {
+				want[num] = true
+			}
+		}
+	}
 	var ranges [][2]int
 	for _, r := range e.layout.Regs {
-		if r.Offset < 0 || r.Size <= 0 {
-			continue
+		if r.Offset >= 0 && r.Size > 0 && want[r.Num] {
+			ranges = append(ranges, [2]int{r.Offset, r.Offset + r.Size})
 		}
-		if !named(r.Num) && r.Num != e.pcReg {
-			continue
-		}
-		ranges = append(ranges, [2]int{r.Offset, r.Offset + r.Size})
 	}
 	if len(ranges) == len(e.layout.Regs) {
 		return nil
@@ -68,6 +70,33 @@ func (e *Engine) computeRegisterRuns(mask string) [][2]int {
 	return runs
 }
 
+// regRuns caches registerRuns for one action list of a tracepoint.
+type regRuns struct {
+	done bool
+	runs [][2]int
+}
+
+// actionRegisterRuns returns registerRuns for tp's actions (step: its
+// while-stepping actions), computed once (QTDP, which changes them,
+// resets the cache); nil when they collect no register block. e.mu must
+// be held.
+func (e *Engine) actionRegisterRuns(tp *Tracepoint, step bool) [][2]int {
+	c, actions := &tp.regRuns, tp.Actions
+	if step {
+		c, actions = &tp.stepRegRuns, tp.StepActions
+	}
+	if !c.done {
+		c.done, c.runs = true, nil
+		for _, a := range actions {
+			if a.Kind == ActionRegisters {
+				c.runs = e.registerRuns(a.RegMask, tp.Cond, actions)
+				break
+			}
+		}
+	}
+	return c.runs
+}
+
 func hexDigit(c byte) (byte, bool) {
 	switch {
 	case c >= '0' && c <= '9':
@@ -80,17 +109,6 @@ func hexDigit(c byte) (byte, bool) {
 	return 0, false
 }
 
-// tpRegisterRuns is registerRuns for tp's first R action (nil when it has
-// none). e.mu must be held.
-func (e *Engine) tpRegisterRuns(tp *Tracepoint) [][2]int {
-	for _, a := range tp.Actions {
-		if a.Kind == ActionRegisters {
-			return e.registerRuns(a.RegMask)
-		}
-	}
-	return nil
-}
-
 // RegisterBlockBytes returns the bytes of a frame of tp that its
 // registers take: an 'R' or an 'r' block (frames.RegisterBlockBytes), 0
 // when tp collects no register.
@@ -100,5 +118,5 @@ func (e *Engine) RegisterBlockBytes(tp *Tracepoint) int {
 	if !tp.collectsRegisters() {
 		return 0
 	}
-	return frames.RegisterBlockBytes(e.regBlockSize(), e.tpRegisterRuns(tp))
+	return frames.RegisterBlockBytes(e.regBlockSize(), e.actionRegisterRuns(tp, false))
 }

@@ -9,23 +9,33 @@ import (
 	"gotpstub/tdesc"
 )
 
-// `collect $rdi` (gdb: R20) stores rdi and the PC: the frame is small,
-// the other registers are unavailable, and qTBuffer serves gdb a whole 'R'
+// `collect $rdi` (gdb: R20) stores rdi, what the actions read, and the
+// PC, stack and frame pointers: the frame is small, the other registers
+// are unavailable, and qTBuffer serves gdb a whole 'R'
 // block (zeros elsewhere) so that gdb's tsave writes a valid tfile.
 func TestCollectSomeRegisters(t *testing.T) {
 	for _, tc := range []struct {
 		mask      string
-		frameSize int   // besides the header; 0: an 'R' block
-		valid     []int // nil: every register
+		action    string // another action, or ""
+		frameSize int    // besides the header; 0: an 'R' block
+		valid     []int  // nil: every register
 	}{
-		{"20", 3 + 2*4 + 16, []int{tdesc.RDI, regRIP}},            // and the PC, always
-		{"30", 3 + 2*4 + 24, []int{tdesc.RSI, tdesc.RDI, regRIP}}, // rsi, rdi: one run
-		{"10020", 3 + 2*4 + 16, []int{tdesc.RDI, regRIP}},         // rdi and rip
-		{allRegs, 0, nil},
+		// rdi, and always rbp, rsp (one run with rdi) and rip.
+		{"20", "", 3 + 2*4 + 24 + 8, []int{tdesc.RDI, tdesc.RBP, tdesc.RSP, regRIP}},
+		{"30", "", 3 + 2*4 + 32 + 8, []int{tdesc.RSI, tdesc.RDI, tdesc.RBP, tdesc.RSP, regRIP}},
+		{"10020", "", 3 + 2*4 + 24 + 8, []int{tdesc.RDI, tdesc.RBP, tdesc.RSP, regRIP}},
+		// An expression reading rdx (reg 3): rdx too.
+		{"20", "X4,26000327", 3 + 3*4 + 8 + 24 + 8, []int{tdesc.RDX, tdesc.RDI, tdesc.RBP, tdesc.RSP, regRIP}},
+		{allRegs, "", 0, nil},
 	} {
 		t.Run(tc.mask, func(t *testing.T) {
 			e, p, _ := newTestEngine(t)
-			mustOK(t, e, "QTinit", "QTDP:1:"+hexAddr(addrWork)+":E:0:0-", "QTDP:-1:"+hexAddr(addrWork)+":R"+tc.mask, "QTStart")
+			pkts := []string{"QTinit", "QTDP:1:" + hexAddr(addrWork) + ":E:0:0-", "QTDP:-1:" + hexAddr(addrWork) + ":R" + tc.mask}
+			if tc.action != "" {
+				pkts[2] += "-"
+				pkts = append(pkts, "QTDP:-1:"+hexAddr(addrWork)+":"+tc.action)
+			}
+			mustOK(t, e, append(pkts, "QTStart")...)
 			p.enterWork(1)
 			p.thread.setReg(tdesc.RDI, 0x1122334455667788)
 			p.thread.setReg(tdesc.RSI, 7)
