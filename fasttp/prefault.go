@@ -12,11 +12,13 @@ const prefaultBudget = 128 << 20
 // stopped: it claims a lane for each thread of the process (by its thread
 // pointer, where the pads' search finds it; entries of threads gone are
 // freed) and has the process map those lanes' pages (inferior.Populate),
-// up to prefaultBudget in all. A page a pad touches first costs the
+// up to prefaultBudget in all, and the first spareHead bytes of the
+// others. A page a pad touches first costs the
 // program a page fault, 1-2.5 µs here, about 10 ns per hit over a lane's
 // first lap with small records; with the pages mapped the program pays
-// only for the writes. Threads started later claim lanes themselves, and
-// their pages fault in (the drainer allocates them ahead). Failures only
+// only for the writes. Threads started later claim lanes themselves and
+// find their first spareHead bytes mapped; the drainer allocates and
+// maps the rest ahead of them. Failures only
 // cost speed: they are logged.
 func (in *Installer) prefaultLocked() {
 	l := in.lanes
@@ -41,16 +43,32 @@ func (in *Installer) prefaultLocked() {
 	if len(used) == 0 {
 		used = []int{ownedLanes} // every hit goes to the shared lane
 	}
-	per := min(l.laneSize, prefaultBudget/uint64(len(used))) &^ 4095
+	per := min(l.laneSize, (prefaultBudget-spareHead*uint64(len(l.tails)))/uint64(len(used))) &^ 4095
+	want := make([]uint64, len(l.tails))
+	for i := range want {
+		want[i] = min(l.laneSize, spareHead)
+	}
 	for _, lane := range used {
-		if l.mapped[lane] >= per {
+		want[lane] = per
+	}
+	for lane, n := range want {
+		if l.mapped[lane] >= n {
 			continue
 		}
-		if err := in.proc.Populate(l.mem, l.dataOff(lane)+l.mapped[lane], per-l.mapped[lane]); err != nil {
+		if err := in.proc.Populate(l.mem, l.dataOff(lane)+l.mapped[lane], n-l.mapped[lane]); err != nil {
 			in.logf("fast tracepoints: mapping lane %d ahead: %v", lane, err)
 			return
 		}
-		l.mapped[lane] = per
-		l.populated[lane] = max(l.populated[lane], per)
+		l.mapped[lane] = n
+		l.populated[lane] = max(l.populated[lane], n)
 	}
 }
+
+// spareHead is how much of each lane no thread owns yet prefaultLocked
+// has the process map: a thread started after tstart (which claims its
+// lane at its first hit) then writes its first records without page
+// faults, while the drainer, which looks at the lanes every 50 to
+// 500 µs, has not yet seen it and allocated its pages ahead
+// (populateAhead). About a thousand records of a kilobyte (collect
+// $regs with the vector state), tens of thousands without collection.
+const spareHead = 1 << 20
