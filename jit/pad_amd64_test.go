@@ -1720,6 +1720,14 @@ func BenchmarkPadHit(b *testing.B) {
 		{"inactive", false, func(*testing.B) PadSpec { return PadSpec{} }},
 		{"hit", true, func(*testing.B) PadSpec { return PadSpec{FSBase: fsOn} }},
 		{"regs", true, func(*testing.B) PadSpec { return PadSpec{CollectRegs: true, FSBase: fsOn} }},
+		// collect $regs: the register block and the x87/SSE/AVX state.
+		{"regs+xsave", true, func(*testing.B) PadSpec {
+			mask, size := uint64(3), 576
+			if cpu.X86.HasAVX {
+				mask, size = 7, 832
+			}
+			return PadSpec{CollectRegs: true, XSaveMask: mask, XSaveSize: size, FSBase: fsOn}
+		}},
 		// Every thread in the shared lane (no rdfsbase): one reservation
 		// cursor for all.
 		{"hit-shared-lane", true, func(*testing.B) PadSpec { return PadSpec{} }},
@@ -1731,7 +1739,7 @@ func BenchmarkPadHit(b *testing.B) {
 	for _, threads := range []int{1, 2} {
 		for _, v := range variants {
 			b.Run(fmt.Sprintf("%s/threads=%d", v.name, threads), func(b *testing.B) {
-				rig := newPadRig(b, 4, 1<<16)
+				rig := newPadRig(b, 4, 1<<20) // 64 records of ~1.1 KB between consumptions
 				rig.reset(v.active)
 				rig.install(b, v.spec(b))
 				stacks := make([]*testStack, threads)

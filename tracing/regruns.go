@@ -1,6 +1,7 @@
 package tracing
 
 import (
+	"math/big"
 	"slices"
 
 	"gotpstub/agentexpr"
@@ -20,18 +21,13 @@ import (
 // layout or the mask cannot be read: the whole block is stored then.
 // e.mu must be held.
 func (e *Engine) registerRuns(mask string, cond *agentexpr.Expr, actions []Action) [][2]int {
-	if e.layout == nil || mask == "" {
+	bits, ok := new(big.Int).SetString(mask, 16)
+	if e.layout == nil || !ok || bits.Sign() < 0 {
 		return nil
 	}
-	for i := range mask {
-		if _, ok := hexDigit(mask[i]); !ok {
-			return nil
-		}
-	}
 	want := map[int]bool{e.pcReg: true, tdesc.RSP: true, tdesc.RBP: true}
-	for num := 0; num < 4*len(mask); num++ {
-		d, _ := hexDigit(mask[len(mask)-1-num/4])
-		if d&(1<<(num%4)) != 0 {
+	for num := range bits.BitLen() {
+		if bits.Bit(num) != 0 {
 			want[num] = true
 		}
 	}
@@ -95,18 +91,6 @@ func (e *Engine) actionRegisterRuns(tp *Tracepoint, step bool) [][2]int {
 		}
 	}
 	return c.runs
-}
-
-func hexDigit(c byte) (byte, bool) {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0', true
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10, true
-	case c >= 'A' && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
 }
 
 // RegisterBlockBytes returns the bytes of a frame of tp that its
