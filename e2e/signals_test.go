@@ -180,3 +180,26 @@ func TestSignalsPassedUnderFastTracing(t *testing.T) {
 			traced.rate, base.rate, traced.maxLatUS)
 	}
 }
+
+// A signal gdb passes silently (handle nostop noprint pass) that arrives
+// while gdb steps: the stub reports it (gdb then runs the handler and
+// stops at a breakpoint in it) instead of passing it and ending the step
+// at the handler's first instruction, as gdb.base/sigstep.exp checks.
+func TestStepIntoSignalHandler(t *testing.T) {
+	prog := buildProgram(t, "sigstep")
+	stub := startStub(t, []string{"--once"}, prog)
+	script := strings.Join([]string{
+		"handle SIGALRM nostop noprint pass",
+		"target remote " + stub.target(),
+		"break main",
+		"continue",
+		"advance sigstep.c:25",
+		"break sigstep.c:11",
+		"step",
+		"print sig",
+		"kill",
+	}, "\n")
+	out := runGDB(t, gdbSession{program: prog, commands: []string{script}})
+	mustMatch(t, out, `Breakpoint 2, handler \(sig=14\) at .*sigstep.c:11`)
+	mustContain(t, out, "$1 = 14")
+}

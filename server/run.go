@@ -174,14 +174,29 @@ func (s *Server) resume(pkt []byte) error {
 			acts = []inferior.Action{{Tid: ev.Tid, Step: true}}
 			continue
 		}
-		// Signals gdb told us to pass silently go straight back.
+		// Signals gdb told us to pass silently go straight back, unless
+		// gdb is stepping the thread (like gdbserver: gdb must see the
+		// signal that interrupts its step, to step over the handler or
+		// into it, rather than find the step ended at the handler's
+		// first instruction).
 		if ev.Kind == inferior.SignalStop && ev.Signal != 5 && ev.Reason == "" &&
-			s.passSignals[ev.Signal] {
+			s.passSignals[ev.Signal] && !stepping(acts, ev.Tid) {
 			acts = passOn(acts, *ev)
 			continue
 		}
 		return s.reportStop(*ev)
 	}
+}
+
+// stepping reports whether acts single-step thread tid (the first
+// action naming it, or the default one, decides).
+func stepping(acts []inferior.Action, tid int) bool {
+	for _, a := range acts {
+		if a.Tid == tid || a.Tid < 0 {
+			return a.Step
+		}
+	}
+	return false
 }
 
 // passOn re-resumes after a pass-through signal: the thread that got it
