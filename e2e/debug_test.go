@@ -528,3 +528,34 @@ func TestAttachContinueInterruptDetach(t *testing.T) {
 		t.Errorf("sleeper state after detach %q (%v), want S or R", state, err)
 	}
 }
+
+// Breakpoint conditions evaluated by the stub (ConditionalBreakpoints,
+// gdb's default `breakpoint condition-evaluation auto` then uses the
+// target): the program stops once, at the hit whose condition is true,
+// and the stub sends one stop reply where host evaluation needs one per
+// call.
+func TestConditionalBreakpointOnTarget(t *testing.T) {
+	prog := buildC(t, filepath.Join(t.TempDir(), "trace"), []string{"trace.c"})
+	stub := startStub(t, []string{"--once"}, prog, "10")
+	script := strings.Join([]string{
+		"target remote " + stub.target(),
+		"break main",
+		"continue",
+		"break traced_function if n == 7",
+		"show breakpoint condition-evaluation",
+		"set debug remote 1",
+		"continue",
+		"set debug remote 0",
+		"print n",
+		"info breakpoints",
+		"kill",
+	}, "\n")
+	out := runGDB(t, gdbSession{program: prog, commands: []string{script}})
+	mustMatch(t, out, `Z0,[0-9a-f]+,1;X[0-9a-f]+,`)
+	mustMatch(t, out, `Breakpoint 2, traced_function \(n=7,`)
+	mustContain(t, out, "$1 = 7", "breakpoint already hit 1 time")
+	// (gdb first steps off main's breakpoint: that stop has no swbreak.)
+	if n := regexp.MustCompile(`Packet received: T05[^\n]*swbreak`).FindAllString(out, -1); len(n) != 1 {
+		t.Errorf("%d breakpoint stop replies, want 1 (the stub skipped the false hits)", len(n))
+	}
+}

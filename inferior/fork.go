@@ -119,6 +119,41 @@ func (p *Process) ReadForkChildMemory(pid int, addr uint64, buf []byte) (int, er
 	return n, err
 }
 
+// WriteForkChildMemory writes a held fork child's memory: gdb restores
+// there what it changed in the parent before the fork (a displaced
+// step's scratch bytes) and removes its breakpoints. For a vfork child
+// that is the memory it shares with the parent (WriteMemory's).
+func (p *Process) WriteForkChildMemory(pid int, addr uint64, data []byte) error {
+	return p.do(func() error {
+		fc := p.forks[pid]
+		if fc == nil {
+			return fmt.Errorf("memory of %d: %w", pid, ErrNotForkChild)
+		}
+		if fc.vfork {
+			return p.writeMemory(addr, data)
+		}
+		f, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", pid), os.O_WRONLY, 0)
+		if err != nil {
+			return fmt.Errorf("memory of %d: %w", pid, err)
+		}
+		defer f.Close()
+		if _, err := f.WriteAt(data, int64(addr)); err != nil {
+			return fmt.Errorf("writing %d bytes at %#x of %d: %w", len(data), addr, pid, err)
+		}
+		return nil
+	})
+}
+
+// SetForkChildRegisters writes the registers of a held fork child.
+func (p *Process) SetForkChildRegisters(pid int, r *tdesc.Regs) error {
+	return p.do(func() error {
+		if p.forks[pid] == nil {
+			return fmt.Errorf("registers of %d: %w", pid, ErrNotForkChild)
+		}
+		return p.setRegs(pid, r)
+	})
+}
+
 // DetachForkChild lets a held fork child run undebugged.
 func (p *Process) DetachForkChild(pid int) error {
 	return p.do(func() error {

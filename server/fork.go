@@ -21,7 +21,8 @@ import (
 //   - follow-fork-mode child: "D;P" for the parent, after which the child is
 //     the process this stub debugs (Process.FollowForkChild);
 //   - detach-on-fork off: the child stays held (listed as a thread of its
-//     own process, its registers and memory readable) until gdb detaches
+//     own process, its registers and memory readable and writable: gdb
+//     restores a displaced step's scratch bytes there) until gdb detaches
 //     or kills it, or detaches the parent (the child is then followed).
 //
 // Running a held child while its parent is debugged needs a stub that
@@ -115,11 +116,6 @@ func (s *Server) heldChild() int {
 // with every process, as schedule-multiple does).
 func errRunHeldChild(pid int) error {
 	return fmt.Errorf("process %d is a fork child held for gdb: gotpstub runs one process at a time (detach it, or detach its parent to follow it)", pid)
-}
-
-// errHeldChildWrite answers writes to a held fork child.
-func errHeldChildWrite(pid int) []byte {
-	return rsp.ErrorMessage(fmt.Sprintf("process %d is a fork child held for gdb: gotpstub does not write to it", pid))
 }
 
 // heldBreakpointPacket records a Z/z packet for a held child: its memory has
@@ -250,6 +246,16 @@ func (s *Server) threadRegisters() (*tdesc.Regs, error) {
 		return s.proc.ForkChildRegisters(c)
 	}
 	return s.proc.Registers(s.currentThread())
+}
+
+// setThreadRegisters writes the registers of the thread G/P act on, a
+// held fork child included (gdb fixes up a child that forked during a
+// displaced step).
+func (s *Server) setThreadRegisters(regs *tdesc.Regs) error {
+	if c := s.heldChild(); c != 0 {
+		return s.proc.SetForkChildRegisters(c, regs)
+	}
+	return s.proc.SetRegisters(s.currentThread(), regs)
 }
 
 // listedThreads are the threads qfThreadInfo lists: the process's, then

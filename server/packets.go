@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"gotpstub/agentexpr"
 	"gotpstub/inferior"
 	"gotpstub/rsp"
 	"gotpstub/solib"
@@ -114,7 +115,7 @@ func (s *Server) qSupported(pkt []byte) []byte {
 	}
 	feats := []string{
 		fmt.Sprintf("PacketSize=%x", rsp.MaxPacketSize),
-		"QPassSignals+", "QProgramSignals+", "QStartupWithShell+",
+		"QPassSignals+", "QProgramSignals+", "ConditionalBreakpoints+", "QStartupWithShell+",
 		"QEnvironmentHexEncoded+", "QEnvironmentReset+", "QEnvironmentUnset+",
 		"QSetWorkingDir+", "QDisableRandomization+",
 		"qXfer:libraries-svr4:read+", "qXfer:auxv:read+", "qXfer:features:read+",
@@ -302,20 +303,16 @@ func (s *Server) writeRegisters(pkt []byte) []byte {
 	if !s.needProcess() {
 		return errReply(errNoProcess)
 	}
-	if c := s.heldChild(); c != 0 {
-		return errHeldChildWrite(c)
-	}
 	data, err := hex.DecodeString(string(pkt[1:]))
 	if err != nil {
 		return errReply(errBadPacket)
 	}
-	tid := s.currentThread()
-	regs, err := s.proc.Registers(tid)
+	regs, err := s.threadRegisters()
 	if err != nil {
 		return errReply(errRegister)
 	}
 	copy(regs.Data, data)
-	if err := s.proc.SetRegisters(tid, regs); err != nil {
+	if err := s.setThreadRegisters(regs); err != nil {
 		s.logf("G: %v", err)
 		return errReply(errRegister)
 	}
@@ -351,9 +348,6 @@ func (s *Server) writeRegister(pkt []byte) []byte {
 	if !s.needProcess() {
 		return errReply(errNoProcess)
 	}
-	if c := s.heldChild(); c != 0 {
-		return errHeldChildWrite(c)
-	}
 	eq := bytes.IndexByte(pkt, '=')
 	if eq < 0 {
 		return errReply(errBadPacket)
@@ -366,15 +360,14 @@ func (s *Server) writeRegister(pkt []byte) []byte {
 	if err != nil {
 		return errReply(errBadPacket)
 	}
-	tid := s.currentThread()
-	regs, err := s.proc.Registers(tid)
+	regs, err := s.threadRegisters()
 	if err != nil {
 		return errReply(errRegister)
 	}
 	if err := regs.Set(int(n), val); err != nil {
 		return errReply(errBadPacket)
 	}
-	if err := s.proc.SetRegisters(tid, regs); err != nil {
+	if err := s.setThreadRegisters(regs); err != nil {
 		return errReply(errRegister)
 	}
 	return rsp.OK
@@ -464,13 +457,14 @@ func (s *Server) doWriteMemory(addr uint64, b []byte) []byte {
 	if !s.needProcess() {
 		return errReply(errNoProcess)
 	}
-	if c := s.heldChild(); c != 0 {
-		return errHeldChildWrite(c)
-	}
 	if len(b) == 0 {
 		return rsp.OK
 	}
-	if err := s.proc.WriteMemory(addr, b); err != nil {
+	write := s.proc.WriteMemory
+	if c := s.heldChild(); c != 0 {
+		write = func(addr uint64, b []byte) error { return s.proc.WriteForkChildMemory(c, addr, b) }
+	}
+	if err := write(addr, b); err != nil {
 		s.logf("write %x: %v", addr, err)
 		return errReply(errMemory)
 	}
@@ -522,6 +516,13 @@ func (s *Server) insertBreakpoint(pkt []byte) []byte {
 		return s.heldBreakpointPacket(c, kind, addr, size, true)
 	}
 	exec := kind == inferior.SoftwareBreakpoint || kind == inferior.HardwareBreakpoint
+	var conds []*agentexpr.Expr
+	if _, opts, ok := strings.Cut(string(pkt), ";"); ok && exec {
+		var err error
+		if conds, err = parseBreakpointConds(opts); err != nil {
+			return rsp.ErrorMessage(err.Error())
+		}
+	}
 	if exec {
 		// A fast tracepoint's jump over addr becomes a trap first.
 		if err := s.traps.BreakpointInserted(addr); err != nil {
@@ -536,6 +537,9 @@ func (s *Server) insertBreakpoint(pkt []byte) []byte {
 			s.traps.BreakpointRemoved(addr)
 		}
 		return errReply(errMemory)
+	}
+	if exec {
+		s.setBreakpointConds(addr, conds)
 	}
 	return rsp.OK
 }
@@ -557,6 +561,7 @@ func (s *Server) removeBreakpoint(pkt []byte) []byte {
 	}
 	if kind == inferior.SoftwareBreakpoint || kind == inferior.HardwareBreakpoint {
 		s.traps.BreakpointRemoved(addr)
+		s.setBreakpointConds(addr, nil)
 	}
 	return rsp.OK
 }

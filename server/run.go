@@ -174,6 +174,10 @@ func (s *Server) resume(pkt []byte) error {
 			acts = []inferior.Action{{Tid: ev.Tid, Step: true}}
 			continue
 		}
+		// A breakpoint whose conditions are all false does not stop.
+		if s.conditionsFalse(*ev, acts) {
+			continue
+		}
 		// Signals gdb told us to pass silently go straight back, unless
 		// gdb is stepping the thread (like gdbserver: gdb must see the
 		// signal that interrupts its step, to step over the handler or

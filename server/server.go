@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/cpu"
 
+	"gotpstub/agentexpr"
 	"gotpstub/fasttp"
 	"gotpstub/hostio"
 	"gotpstub/inferior"
@@ -101,6 +102,9 @@ type Server struct {
 	env         *environment
 	workDir     string
 	passSignals map[int]bool
+	// bpConds are the target-side conditions of breakpoints, by address
+	// (condbreak.go).
+	bpConds map[uint64][]*agentexpr.Expr
 	progSignals map[int]bool // nil = all signals go to the program
 
 	layout *tdesc.Layout
