@@ -104,7 +104,7 @@ type Server struct {
 	passSignals map[int]bool
 	// bpConds are the target-side conditions of breakpoints, by address
 	// (condbreak.go).
-	bpConds map[uint64][]*agentexpr.Expr
+	bpConds     map[uint64][]*agentexpr.Expr
 	progSignals map[int]bool // nil = all signals go to the program
 
 	layout *tdesc.Layout
