@@ -3,8 +3,9 @@
 // engine (tracing). One Server serves one gdb connection at a time; the
 // process it controls outlives connections (reconnection, disconnected
 // tracing, --multi). It serves the program's SDT probes as static
-// tracepoint markers (markers.go) and tells the fast-tracepoint installer
-// of gdb's breakpoints (a breakpoint inside a jump's bytes).
+// tracepoint markers (markers.go), evaluates breakpoint conditions gdb
+// sends with Z packets (condbreak.go) and tells the fast-tracepoint
+// installer of gdb's breakpoints (a breakpoint inside a jump's bytes).
 package server
 
 import (
