@@ -17,12 +17,8 @@ import (
 // collecting $_sdata too (its arguments in registers and in memory, read
 // by the pad and formatted by the stub).
 func TestStaticTracepoints(t *testing.T) {
-	if isGdbserver(stubPath(t)) {
-		t.Skip("gdbserver has no SDT markers (UST only)")
-	}
-	if _, err := exec.Command("sh", "-c", "echo '#include <sys/sdt.h>' | gcc -E -x c - >/dev/null").CombinedOutput(); err != nil {
-		t.Skip("no <sys/sdt.h> (apt install systemtap-sdt-dev)")
-	}
+	skipWithoutSDT(t)
+	skipWithoutSDTHeader(t)
 	prog := buildC(t, filepath.Join(t.TempDir(), "sdt"), []string{"sdt.c"}, "-O2")
 	stub := startStub(t, []string{"--once"}, prog)
 	script := strings.Join([]string{
@@ -73,9 +69,7 @@ func TestStaticTracepoints(t *testing.T) {
 // libstdc++'s own marker (a Debian library's SDT probe): listed once the
 // library is loaded, traced with its arguments.
 func TestStaticTracepointInLibrary(t *testing.T) {
-	if isGdbserver(stubPath(t)) {
-		t.Skip("gdbserver has no SDT markers (UST only)")
-	}
+	skipWithoutSDT(t)
 	gxx, err := exec.LookPath("g++")
 	if err != nil {
 		t.Skip("no g++")
@@ -84,25 +78,8 @@ func TestStaticTracepointInLibrary(t *testing.T) {
 	if b, err := exec.Command(gxx, "-g", "-O0", "-o", prog, filepath.Join(repoRoot(t), "testdata", "sdtthrow.cc")).CombinedOutput(); err != nil {
 		t.Fatalf("g++: %v\n%s", err, b)
 	}
-	stub := startStub(t, []string{"--once"}, prog)
-	script := strings.Join([]string{
-		"target remote " + stub.target(),
-		"break main",
-		"continue",
-		"info static-tracepoint-markers",
-		"strace -m libstdcxx:throw",
-		"actions\ncollect $_sdata\nend",
-		"break done",
-		"tstart",
-		"continue",
-		"tstop",
-		"tstatus",
-		"tfind start",
-		"print $_sdata",
-		"tfind none",
-		"continue",
-	}, "\n")
-	out := runGDB(t, gdbSession{program: prog, commands: []string{script}})
+	out, stub := markerSession(t, []string{prog}, "main", "libstdcxx:throw", "done",
+		"tfind start", "print $_sdata")
 	if !strings.Contains(out, "libstdcxx:throw") {
 		t.Skip("this libstdc++ has no SDT markers")
 	}
@@ -118,9 +95,7 @@ func TestStaticTracepointInLibrary(t *testing.T) {
 // generation, is `-4@112(%rsp)`), which Python fires only while a tracer
 // has raised its semaphore. Four gc.collect calls make four frames.
 func TestStaticTracepointInPython(t *testing.T) {
-	if isGdbserver(stubPath(t)) {
-		t.Skip("gdbserver has no SDT markers (UST only)")
-	}
+	skipWithoutSDT(t)
 	// Debian's python3 (not a shim earlier in PATH), e.g. python3.11.
 	python, err := filepath.EvalSymlinks("/usr/bin/python3")
 	if err != nil {
@@ -129,34 +104,10 @@ func TestStaticTracepointInPython(t *testing.T) {
 	if !hasMarker(t, python, "python:gc__start") {
 		t.Skipf("%s has no python:gc__start SDT marker", python)
 	}
-	stub := startStub(t, []string{"--once"}, python, "-S", "-E", "-c",
-		"import gc; gc.disable(); [gc.collect(g) for g in (0, 2, 1, 2)]")
-	script := strings.Join([]string{
-		"target remote " + stub.target(),
-		"break Py_RunMain",
-		"continue",
-		"info static-tracepoint-markers",
-		"strace -m python:gc__start",
-		"actions\ncollect $_sdata\nend",
-		"break Py_FinalizeEx",
-		"tstart",
-		"monitor ftrace",
-		"continue",
-		"tstop",
-		"tstatus",
-		"tfind start",
-		"print $_sdata",
-		"tfind",
-		"print $_sdata",
-		"tfind",
-		"print $_sdata",
-		"tfind",
-		"print $_sdata",
-		"tfind none",
-		"delete",
-		"continue",
-	}, "\n")
-	out := runGDB(t, gdbSession{program: python, commands: []string{script}})
+	out, _ := markerSession(t, []string{python, "-S", "-E", "-c",
+		"import gc; gc.disable(); [gc.collect(g) for g in (0, 2, 1, 2)]"},
+		"Py_RunMain", "python:gc__start", "Py_FinalizeEx",
+		"tfind start", "print $_sdata", "tfind", "print $_sdata", "tfind", "print $_sdata", "tfind", "print $_sdata")
 	mustMatch(t, out, `\d+\s+python:gc__start\s+n\s+0x[0-9a-f]+ `)
 	mustContain(t, out, `Data: "args -4@`, "semaphore 0x")
 	mustMatch(t, out, `tracepoint 2 at 0x[0-9a-f]+: (plain|punned|successor-preserving) jump over`)
@@ -190,38 +141,14 @@ func hasMarker(t *testing.T, path, id string) bool {
 // address, the semaphore (in the library's data) raised while traced and
 // lowered at tstop, the arguments collected through a jump.
 func TestStaticTracepointInSharedLibrary(t *testing.T) {
-	if isGdbserver(stubPath(t)) {
-		t.Skip("gdbserver has no SDT markers (UST only)")
-	}
-	if _, err := exec.Command("sh", "-c", "echo '#include <sys/sdt.h>' | gcc -E -x c - >/dev/null").CombinedOutput(); err != nil {
-		t.Skip("no <sys/sdt.h> (apt install systemtap-sdt-dev)")
-	}
+	skipWithoutSDT(t)
+	skipWithoutSDTHeader(t)
 	dir := t.TempDir()
 	buildC(t, filepath.Join(dir, "libsdt.so"), []string{"sdtlib/libsdt.c"}, "-shared", "-fPIC", "-O2")
 	prog := buildC(t, filepath.Join(dir, "sdtmain"), []string{"sdtlib/main.c"},
 		"-L"+dir, "-lsdt", "-Wl,-rpath,"+dir)
-	stub := startStub(t, []string{"--once"}, prog)
-	script := strings.Join([]string{
-		"target remote " + stub.target(),
-		"break main",
-		"continue",
-		"info static-tracepoint-markers",
-		"strace -m libsdt:work",
-		"actions\ncollect $_sdata\nend",
-		"break done",
-		"tstart",
-		"monitor ftrace",
-		"continue",
-		"tstop",
-		"tstatus",
-		"tfind start",
-		"print $_sdata",
-		"tfind 2",
-		"print $_sdata",
-		"tfind none",
-		"continue",
-	}, "\n")
-	out := runGDB(t, gdbSession{program: prog, commands: []string{script}})
+	out, stub := markerSession(t, []string{prog}, "main", "libsdt:work", "done",
+		"tfind start", "print $_sdata", "tfind 2", "print $_sdata")
 	mustMatch(t, out, `\d+\s+libsdt:work\s+n\s+0x0*7f[0-9a-f]+ in lib_work`)
 	mustContain(t, out, `Data: "args -4@`, "semaphore 0x7")
 	mustMatch(t, out, `tracepoint 2 at 0x[0-9a-f]+: (plain|punned|successor-preserving) jump over`)
@@ -231,4 +158,43 @@ func TestStaticTracepointInSharedLibrary(t *testing.T) {
 	mustContain(t, out, `$1 = "libsdt:work(0, 0)"`, `$2 = "libsdt:work(2, 4)"`)
 	// Fired while traced, not after tstop.
 	mustContain(t, stub.output.String(), "fired 5 0")
+}
+
+// skipWithoutSDT skips a test of SDT markers against gdbserver.
+func skipWithoutSDT(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver has no SDT markers (UST only)")
+	}
+}
+
+// skipWithoutSDTHeader skips a test whose program needs <sys/sdt.h>.
+func skipWithoutSDTHeader(t *testing.T) {
+	if _, err := exec.Command("sh", "-c", "echo '#include <sys/sdt.h>' | gcc -E -x c - >/dev/null").CombinedOutput(); err != nil {
+		t.Skip("no <sys/sdt.h> (apt install systemtap-sdt-dev)")
+	}
+}
+
+// markerSession runs cmd (the program and its arguments) under the stub
+// and gdb: it stops at function start, lists the markers, traces marker
+// with `collect $_sdata` until function end, then runs the after
+// commands, and lets the program finish.
+func markerSession(t *testing.T, cmd []string, start, marker, end string, after ...string) (string, *stubProcess) {
+	t.Helper()
+	stub := startStub(t, []string{"--once"}, cmd...)
+	script := append([]string{
+		"target remote " + stub.target(),
+		"break " + start,
+		"continue",
+		"info static-tracepoint-markers",
+		"strace -m " + marker,
+		"actions\ncollect $_sdata\nend",
+		"break " + end,
+		"tstart",
+		"monitor ftrace",
+		"continue",
+		"tstop",
+		"tstatus",
+	}, after...)
+	script = append(script, "tfind none", "delete", "continue")
+	return runGDB(t, gdbSession{program: cmd[0], commands: []string{strings.Join(script, "\n")}}), stub
 }
