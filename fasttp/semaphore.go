@@ -3,7 +3,6 @@ package fasttp
 import (
 	"encoding/binary"
 
-	"gotpstub/sdt"
 	"gotpstub/tracing"
 )
 
@@ -11,34 +10,28 @@ import (
 // marker, if it has one: <sys/sdt.h> probes with a semaphore run (and
 // compute their arguments) only while it is not 0, as SystemTap and
 // bpftrace arrange. The stub adds 1 while the tracepoint is installed.
-// Failures are logged; the tracepoint is then hit only when something
-// else enabled the probe.
+// The marker comes from the engine's static data source (the server's
+// list of the process's markers). Failures are logged; the tracepoint is
+// then hit only when something else enabled the probe.
 func (in *Installer) semaphore(tp *tracing.Tracepoint, delta int) {
 	if in.proc == nil {
 		return
 	}
-	ms, err := sdt.InProcess(in.proc.Pid())
-	if err != nil {
-		in.logf("static tracepoint %d: listing SDT markers: %v", tp.Num, err)
+	m, ok := in.engine.StaticReads(tp.Addr)
+	if !ok || m.Semaphore == 0 {
 		return
 	}
-	for _, m := range ms {
-		if m.Addr != tp.Addr || m.Semaphore == 0 {
-			continue
-		}
-		var b [2]byte
-		if n, err := in.proc.ReadMemory(m.Semaphore, b[:]); n != 2 {
-			in.logf("static tracepoint %d: reading the semaphore of %s at %#x: %v", tp.Num, m.ID(), m.Semaphore, err)
-			return
-		}
-		v := int(binary.LittleEndian.Uint16(b[:])) + delta
-		if v < 0 || v > 0xffff {
-			return
-		}
-		binary.LittleEndian.PutUint16(b[:], uint16(v))
-		if err := in.proc.WriteMemory(m.Semaphore, b[:]); err != nil {
-			in.logf("static tracepoint %d: writing the semaphore of %s at %#x: %v", tp.Num, m.ID(), m.Semaphore, err)
-		}
+	var b [2]byte
+	if n, err := in.proc.ReadMemory(m.Semaphore, b[:]); n != 2 {
+		in.logf("static tracepoint %d: reading the semaphore at %#x: %v", tp.Num, m.Semaphore, err)
 		return
+	}
+	v := int(binary.LittleEndian.Uint16(b[:])) + delta
+	if v < 0 || v > 0xffff {
+		return
+	}
+	binary.LittleEndian.PutUint16(b[:], uint16(v))
+	if err := in.proc.WriteMemory(m.Semaphore, b[:]); err != nil {
+		in.logf("static tracepoint %d: writing the semaphore at %#x: %v", tp.Num, m.Semaphore, err)
 	}
 }

@@ -87,10 +87,10 @@ func (m *markerSource) StaticReads(addr uint64) (tracing.StaticReads, bool) {
 	}
 	args, err := sdt.ParseArgs(l.Args)
 	if err != nil {
-		return tracing.StaticReads{MinText: len(unparsedData(l))}, true
+		return tracing.StaticReads{MinText: len(unparsedData(l)), Semaphore: l.Semaphore}, true
 	}
 	// "provider:name(" ")", a digit or '?' per argument, ", " between.
-	r := tracing.StaticReads{MinText: len(l.ID()) + 2 + len(args) + 2*max(len(args)-1, 0)}
+	r := tracing.StaticReads{MinText: len(l.ID()) + 2 + len(args) + 2*max(len(args)-1, 0), Semaphore: l.Semaphore}
 	for _, a := range args {
 		if !a.Mem {
 			continue

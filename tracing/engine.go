@@ -451,6 +451,9 @@ type StaticReads struct {
 	Memory []Action
 	// MinText is the fewest bytes the data can have, whatever the values.
 	MinText int
+	// Semaphore is the address of the marker's semaphore (a u16 the
+	// program tests before it runs the probe), 0 when it has none.
+	Semaphore uint64
 }
 
 // StaticReads returns what the static data of a marker at addr reads
