@@ -109,8 +109,16 @@ func FuzzPlanSite(f *testing.F) {
 			}
 			at += in.Len
 		}
-		if at != s.Covered || !slices.Equal(heads, s.Puns) || len(s.Forced) != len(s.Puns) {
-			t.Fatalf("covered %d (sum %d), puns %v (heads %v), forced %v", s.Covered, at, s.Puns, heads, s.Forced)
+		// The jump may end in padding after a ret or jmp (Dead bytes).
+		if at+s.Dead != s.Covered || !slices.Equal(heads, s.Puns) || len(s.Forced) != len(s.Puns) {
+			t.Fatalf("covered %d (sum %d, %d dead), puns %v (heads %v), forced %v", s.Covered, at, s.Dead, s.Puns, heads, s.Forced)
+		}
+		if s.Dead > 0 {
+			switch last := s.Insns[len(s.Insns)-1]; last.Kind {
+			case KindJmpRel8, KindJmpRel32, KindRet, KindIndirectJmp:
+			default:
+				t.Fatalf("%d dead bytes after a %v, which falls through", s.Dead, last.Kind)
+			}
 		}
 		for _, p := range s.Puns {
 			if p < 1 || p > 4 || s.Forced[p-1] != Int3 {
