@@ -106,7 +106,8 @@
 // forking thread with StopEvent.ForkChild set and the child is held stopped
 // by this same tracer thread (ptrace ties a tracee to its tracer thread, so
 // no other Process could take it over): ForkChildren lists it, its
-// registers and memory can be read, and DetachForkChild, KillForkChild or
+// registers and memory can be read and written (gdb fixes up a child
+// that forked during a displaced step), and DetachForkChild, KillForkChild or
 // FollowForkChild decide its fate. FollowForkChild detaches the parent and
 // turns this Process into the child's (follow-fork-mode child). A held
 // child never runs while its parent is debugged: one Process debugs one
