@@ -1,9 +1,12 @@
 // Package coverage reports where fast tracepoints can go in an ELF file:
 // for every instruction of every function, what `ftrace *ADDR` would get
-// from the code that installs them (fasttp.PlanSite, fasttp.PaddedSites
-// and fasttp.FindPadAddr): a plain jump, a punned jump (int3s at covered
-// instruction heads), either ending in padding or with prefixes, or a
-// trap, and why. It also counts jumps that would overwrite a known branch
+// from the code that installs them (fasttp.SiteCandidates and
+// fasttp.FindPadAddrs): a plain jump, a successor-preserving jump, an
+// evicting jump (the next instruction gets a jump to a trampoline), a
+// punned jump (int3s at covered instruction heads), either ending in
+// padding or with prefixes, or a trap, and why. Bytes after a ret or jmp
+// count as code (fasttp.CodeOracle) where the linear decode of a
+// function symbol has an instruction, as the installer decides. It also counts jumps that would overwrite a known branch
 // target (a direct branch's target or a function entry) with anything
 // but a pun's int3, which must never happen.
 //
@@ -18,9 +21,8 @@ package coverage
 
 import (
 	"debug/elf"
-	"errors"
 	"fmt"
-	"sort"
+	"os"
 	"strings"
 
 	"gotpstub/fasttp"
@@ -56,20 +58,16 @@ type Report struct {
 	Prefixed int `json:"prefixed"` // punned jumps with prefixes (fasttp.PaddedSites)
 	// Kept counts successor-preserving jumps (fasttp.KeepSite: no int3,
 	// the next instructions' bytes kept); not in Plain or Punned.
-	Kept                    int    `json:"kept"`
+	Kept int `json:"kept"`
+	// Evicted counts evicting jumps (fasttp.EvictSite: no int3, the next
+	// instruction jumps to a trampoline); not in Plain or Punned.
+	Evicted                 int    `json:"evicted"`
 	BranchTargetOverwritten int    `json:"branch_target_overwritten"`
 	Entries                 int    `json:"entries"`
 	EntryJump               int    `json:"entry_jump"`
 	Traps                   []Trap `json:"traps"`
 	// Reasons counts the traps by reason (the reason's first words).
 	Reasons map[string]int `json:"reasons"`
-}
-
-// function is a function symbol's code: size bytes from addr, and up to
-// 20 bytes after them (a jump near the end covers the next bytes).
-type function struct {
-	addr, size uint64
-	code       []byte
 }
 
 // File computes the report of the ELF file at path.
@@ -93,7 +91,7 @@ func File(path string) (*Report, error) {
 	default:
 		return nil, fmt.Errorf("%s: ELF type %v", path, f.Type)
 	}
-	funcs, err := functions(f, base)
+	funcs, err := fasttp.ELFFunctions(f, base)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -106,108 +104,46 @@ func File(path string) (*Report, error) {
 	}
 	free := fasttp.FreeRanges(mapped, 0x10000, 0x7ffffffff000)
 	r := &Report{File: path, Reasons: map[string]int{}}
-	targets := branchTargets(funcs)
+	targets, starts := branchTargets(funcs)
+	isCode := func(addr uint64) bool { return starts[addr] }
+	if os.Getenv("COVERAGE_NO_ORACLE") != "" {
+		isCode = nil
+	}
 	for _, fn := range funcs {
-		r.function(fn, free, targets)
+		r.function(fn, free, targets, isCode)
 	}
 	return r, nil
 }
 
-// functions returns the code of every sized function symbol in an
-// executable section, at its modelled address, without duplicates. The
-// code is read from the loadable segment holding it, so the bytes after
-// a function (a jump there covers some) are what the process has there.
-func functions(f *elf.File, base uint64) ([]function, error) {
-	syms, err := f.Symbols()
-	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
-		return nil, err
-	}
-	dyn, _ := f.DynamicSymbols()
-	seen := map[uint64]bool{}
-	segs := map[*elf.Prog][]byte{} // each segment read once
-	var out []function
-	for _, s := range append(syms, dyn...) {
-		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Size == 0 || s.Section == elf.SHN_UNDEF || seen[s.Value] ||
-			int(s.Section) >= len(f.Sections) || f.Sections[s.Section].Flags&elf.SHF_EXECINSTR == 0 {
-			continue
-		}
-		p := segmentOf(f, s.Value)
-		if p == nil {
-			continue
-		}
-		if segs[p] == nil {
-			data := make([]byte, p.Filesz)
-			if _, err := p.ReadAt(data, 0); err != nil {
-				continue
-			}
-			segs[p] = data
-		}
-		data := segs[p]
-		off := s.Value - p.Vaddr
-		if off+s.Size > uint64(len(data)) {
-			continue
-		}
-		seen[s.Value] = true
-		end := min(uint64(len(data)), off+s.Size+20)
-		out = append(out, function{addr: base + s.Value, size: s.Size, code: data[off:end:end]})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].addr < out[j].addr })
-	return out, nil
-}
-
-// segmentOf returns the PT_LOAD segment whose file bytes hold addr.
-func segmentOf(f *elf.File, addr uint64) *elf.Prog {
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && addr >= p.Vaddr && addr < p.Vaddr+p.Filesz {
-			return p
-		}
-	}
-	return nil
-}
-
-// decodeAll decodes fn's instructions in order; it stops at the first
-// byte sequence it cannot decode (data in code, or an instruction the
-// decoder refuses), returning what came before and that address.
-func decodeAll(fn function) (insns []fasttp.Insn, stuck uint64, stuckErr error) {
-	for off := uint64(0); off < fn.size; {
-		in, err := fasttp.DecodeInsn(fn.code[off:], fn.addr+off)
-		if err != nil {
-			return insns, fn.addr + off, err
-		}
-		insns = append(insns, in)
-		off += uint64(in.Len)
-	}
-	return insns, 0, nil
-}
-
 // branchTargets returns the targets of the direct branches and calls of
 // every function, and the function entries: the places a thread may
-// arrive at other than by falling through.
-func branchTargets(funcs []function) map[uint64]bool {
-	t := map[uint64]bool{}
+// arrive at other than by falling through; and every instruction start.
+func branchTargets(funcs []fasttp.Function) (targets, starts map[uint64]bool) {
+	targets, starts = map[uint64]bool{}, map[uint64]bool{}
 	for _, fn := range funcs {
-		t[fn.addr] = true
-		insns, _, _ := decodeAll(fn)
+		targets[fn.Addr] = true
+		insns, _, _ := fasttp.DecodeFunction(fn)
 		for _, in := range insns {
+			starts[in.Addr] = true
 			if in.RelSize != 0 {
-				t[in.Target] = true
+				targets[in.Target] = true
 			}
 		}
 	}
-	return t
+	return targets, starts
 }
 
 // function adds fn's instructions to r.
-func (r *Report) function(fn function, free []fasttp.Range, targets map[uint64]bool) {
-	insns, stuck, err := decodeAll(fn)
+func (r *Report) function(fn fasttp.Function, free []fasttp.Range, targets map[uint64]bool, isCode fasttp.CodeOracle) {
+	insns, stuck, err := fasttp.DecodeFunction(fn)
 	for i, in := range insns {
 		entry := i == 0
 		r.Instructions++
 		if entry {
 			r.Entries++
 		}
-		off := in.Addr - fn.addr
-		site, err := placeSite(fn.code[off:], in.Addr, free)
+		off := in.Addr - fn.Addr
+		site, err := placeSite(fn.Code[off:], in.Addr, free, isCode)
 		if err != nil {
 			r.trap(in.Addr, err)
 			continue
@@ -227,6 +163,10 @@ func (r *Report) function(fn function, free []fasttp.Range, targets map[uint64]b
 		}
 		if site.Keep > 0 {
 			r.Kept++
+			continue
+		}
+		if site.Evicted != nil {
+			r.Evicted++
 			continue
 		}
 		if len(site.Puns) == 0 {
@@ -251,14 +191,14 @@ func (r *Report) function(fn function, free []fasttp.Range, targets map[uint64]b
 
 // placeSite plans the jump at addr as the installer does: the first of
 // fasttp.SiteCandidates that gets a pad address.
-func placeSite(code []byte, addr uint64, free []fasttp.Range) (fasttp.Site, error) {
-	cands, err := fasttp.SiteCandidates(code, addr)
+func placeSite(code []byte, addr uint64, free []fasttp.Range, isCode fasttp.CodeOracle) (fasttp.Site, error) {
+	cands, err := fasttp.SiteCandidates(code, addr, isCode)
 	if err != nil {
 		return fasttp.Site{}, err
 	}
 	var first error
 	for _, c := range cands {
-		_, err := fasttp.FindPadAddr(c, free, padSize)
+		_, _, err := fasttp.FindPadAddrs(c, free, padSize)
 		if err == nil {
 			return c, nil
 		}
@@ -273,9 +213,12 @@ func placeSite(code []byte, addr uint64, free []fasttp.Range) (fasttp.Site, erro
 // byte at a known branch target or function entry with anything but an
 // int3 pun (a thread arriving there would run the jump's bytes).
 func overwritesTarget(site fasttp.Site, targets map[uint64]bool) bool {
-	for off := 1; off < site.Covered; off++ {
+	for off := 1; off < site.Footprint(); off++ {
 		if !targets[site.Addr+uint64(off)] {
 			continue
+		}
+		if site.Evicted != nil && off == site.Covered {
+			continue // the evicted instruction's own jump starts there
 		}
 		if _, pun := site.Forced[off-site.Prefix-1]; !pun || off <= site.Prefix {
 			return true

@@ -95,7 +95,7 @@ func everyInstruction(t *testing.T, prog string, prefixed bool) {
 	if len(fast) < 60 || len(fast) != len(traps) {
 		t.Fatalf("%d fast and %d trap results, want the same number (at least 60)", len(fast), len(traps))
 	}
-	jumps, hit, withPrefix := 0, 0, 0
+	jumps, hit, withPrefix, evicting := 0, 0, 0, 0
 	for addr, f := range fast {
 		tr := traps[addr]
 		if f.sum != ref[1] || tr.sum != ref[1] {
@@ -107,6 +107,9 @@ func everyInstruction(t *testing.T, prog string, prefixed bool) {
 		if strings.Contains(f.placed, " prefix bytes") {
 			withPrefix++
 		}
+		if strings.Contains(f.placed, "evicting jump") {
+			evicting++
+		}
 		if strings.Contains(f.placed, " jump over ") {
 			jumps++
 			if f.frames > 0 {
@@ -114,9 +117,12 @@ func everyInstruction(t *testing.T, prog string, prefixed bool) {
 			}
 		}
 	}
-	t.Logf("%d instructions: %d with a jump (%d of them executed in a round, %d with prefixes)", len(fast), jumps, hit, withPrefix)
+	t.Logf("%d instructions: %d with a jump (%d of them executed in a round, %d with prefixes, %d evicting the next instruction)", len(fast), jumps, hit, withPrefix, evicting)
 	if prefixed && withPrefix == 0 {
 		t.Error("no jump with prefixes: the test does not exercise them")
+	}
+	if evicting == 0 {
+		t.Error("no evicting jump: the test does not exercise successor eviction")
 	}
 	if jumps < len(fast)*3/4 || hit < 20 {
 		t.Errorf("only %d of %d instructions got a jump (%d executed): the test would not exercise jumps", jumps, len(fast), hit)

@@ -99,7 +99,7 @@ func (in *Installer) placeHeldBack() {
 func (in *Installer) mayPlaceAgain(tp *tracing.Tracepoint) bool {
 	code := make([]byte, 32)
 	n, _ := in.proc.ReadMemory(tp.Addr, code)
-	cands, err := SiteCandidates(code[:n], tp.Addr)
+	cands, err := SiteCandidates(code[:n], tp.Addr, in.codeOracle())
 	if err != nil {
 		return true // installJump says why, once more
 	}

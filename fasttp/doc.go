@@ -39,7 +39,19 @@
 // instruction returns to it. Any write into those kept bytes would move
 // the jump, so a gdb breakpoint or trap tracepoint there makes the
 // tracepoint a trap (Site.Footprint is what nobody else may touch). When
-// that address is taken, the int3 pun above, then its padded variants.
+// that address is taken, the successor eviction (EvictSite, E9Patch's
+// tactic too): when the next instruction takes a plain jump of its own,
+// it gets one, to a trampoline (TrampolineSize bytes of its own page)
+// that runs it relocated and jumps back after it, and the first
+// instruction's jump is written over the first bytes of that second
+// jump — its displacement ends with 0xe9 and the second jump's low
+// bytes, so FindEvictAddrs chooses the pad and trampoline addresses
+// together. Nothing traps either: a thread arriving at the second
+// instruction takes its jump. After a ret or jmp the next bytes are
+// written only when a CodeOracle vouches for them: the installer's
+// (codemap.go) decodes the function symbol holding the address in the
+// ELF file mapped there (a stripped file vouches for nothing). Then the
+// int3 pun above, then its padded variants.
 //
 // Two more shapes (plan.go): after a ret or jmp, the jump may end in the
 // alignment padding that follows (nops or int3s up to a 16-byte

@@ -73,6 +73,7 @@ type Installer struct {
 	breaks   map[uint64]int                    // gdb's breakpoints (software and hardware) by address, counted
 	heldBack map[*tracing.Tracepoint]*jumpSite // fast tracepoints that are traps because of a breakpoint in their bytes, with the jump taken out (nil: never placed)
 	hookMem  memory                            // the stopped thread's memory while a hook runs
+	code     *codeMap                          // which bytes are instructions (codeOracle)
 	// async is set while the drainer goroutine feeds the engine: the
 	// process may be running, so removals wait for Flush.
 	async bool
@@ -479,7 +480,7 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	if n < 16 {
 		return fmt.Errorf("reading the code: %w", err)
 	}
-	cands, err := SiteCandidates(code[:n], tp.Addr)
+	cands, err := SiteCandidates(code[:n], tp.Addr, in.codeOracle())
 	if err != nil {
 		return err
 	}
@@ -568,6 +569,9 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	if err := in.proc.WriteMemory(base, img); err != nil {
 		return fmt.Errorf("writing the pad: %w", err)
 	}
+	if err := in.writeTrampoline(site); err != nil {
+		return err
+	}
 	if !reused {
 		// A slot reused by a tracepoint placed again keeps its
 		// counters (hits towards the passcount).
@@ -621,6 +625,26 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	return nil
 }
 
+// writeTrampoline writes an evicting site's trampoline: the evicted
+// instructions relocated, then a jump back after them.
+func (in *Installer) writeTrampoline(site Site) error {
+	e := site.Evicted
+	if e == nil {
+		return nil
+	}
+	code, _, err := RelocateRun(e.Insns, site.Tramp, e.Resume())
+	if err != nil {
+		return fmt.Errorf("relocating the evicted instruction: %w", err)
+	}
+	if len(code) > TrampolineSize {
+		return fmt.Errorf("the evicted instruction's trampoline takes %d bytes, %d reserved", len(code), TrampolineSize)
+	}
+	if err := in.proc.WriteMemory(site.Tramp, code); err != nil {
+		return fmt.Errorf("writing the trampoline: %w", err)
+	}
+	return nil
+}
+
 // placeLocked takes the first candidate (SiteCandidates) that gets pad
 // memory, sizeFor(site) bytes: a plain jump's pad goes to an arena near
 // the code; a jump whose displacement must have given bytes (int3 puns,
@@ -639,7 +663,7 @@ func (in *Installer) placeLocked(cands []Site, sizeFor func(Site) uint64) (Site,
 		if len(c.Forced) == 0 {
 			base, err = in.arenaSpaceLocked(c.Addr, sizeFor(c))
 		} else {
-			base, err = in.punnedPadAddr(c, sizeFor(c))
+			base, c.Tramp, err = in.punnedPadAddr(c, sizeFor(c))
 		}
 		if err == nil {
 			return c, base, sizeFor(c), nil
@@ -695,21 +719,22 @@ func (in *Installer) arenaSpaceLocked(addr, size uint64) (uint64, error) {
 }
 
 // punnedPadAddr maps size bytes at the pad address nearest to the site
-// whose jump displacement has the site's forced bytes.
-func (in *Installer) punnedPadAddr(site Site, size uint64) (uint64, error) {
+// whose jump displacement has the site's forced bytes, and for an
+// evicting site TrampolineSize bytes for its trampoline (FindPadAddrs).
+func (in *Installer) punnedPadAddr(site Site, size uint64) (pad, tramp uint64, err error) {
 	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", in.proc.Pid()))
 	if err != nil {
-		return 0, fmt.Errorf("reading the memory map: %w", err)
+		return 0, 0, fmt.Errorf("reading the memory map: %w", err)
 	}
 	mapped, err := ParseMaps(maps)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	free := FreeRanges(mapped, minMapAddr, maxUserAddr)
 	for attempt := 0; attempt < 4; attempt++ {
-		p, err := FindPadAddr(site, free, size)
+		p, t, err := FindPadAddrs(site, free, size)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if err := in.proc.AllocateScratchAt(p, int(size)); err != nil {
 			// Mapped meanwhile (maps was stale): leave that range out.
@@ -718,9 +743,19 @@ func (in *Installer) punnedPadAddr(site Site, size uint64) (uint64, error) {
 			continue
 		}
 		in.areas = append(in.areas, Range{p, p + size})
-		return p, nil
+		if t == 0 {
+			return p, 0, nil
+		}
+		if err := in.proc.AllocateScratchAt(t, TrampolineSize); err != nil {
+			// The pad's page stays ours (never unmapped): leave both out.
+			mapped = append(mapped, Range{p &^ 4095, (p + size + 4095) &^ 4095}, Range{t &^ 4095, (t + TrampolineSize + 4095) &^ 4095})
+			free = FreeRanges(mapped, minMapAddr, maxUserAddr)
+			continue
+		}
+		in.areas = append(in.areas, Range{t, t + TrampolineSize})
+		return p, t, nil
 	}
-	return 0, errors.New("could not map a pad at a matching address")
+	return 0, 0, errors.New("could not map a pad at a matching address")
 }
 
 // The user address range pads may use (vm.mmap_min_addr's usual value to

@@ -77,6 +77,8 @@ func (in *Installer) placement(tp *tracing.Tracepoint) string {
 			shape = "punned jump"
 		case s.site.Keep > 0:
 			shape = "successor-preserving jump"
+		case s.site.Evicted != nil:
+			shape = "evicting jump"
 		}
 
 		heads := "no int3"
@@ -92,6 +94,9 @@ func (in *Installer) placement(tp *tracing.Tracepoint) string {
 		}
 		if s.site.Keep > 0 {
 			heads += fmt.Sprintf(", keeps %d bytes of the next instructions", s.site.Keep)
+		}
+		if e := s.site.Evicted; e != nil {
+			heads += fmt.Sprintf(", the next instruction at %#x jumps to a trampoline at %#x", e.Addr, s.site.Tramp)
 		}
 		if s.site.Dead > 0 {
 			heads += fmt.Sprintf(", %d bytes of padding", s.site.Dead)

@@ -61,6 +61,14 @@ type Site struct {
 	// executable's pads can then go near its low addresses (a forced top
 	// byte of 0xcc means a displacement of about -0.85 GB).
 	Prefix int
+	// Evicted is the next instruction's own plain jump when the jump
+	// evicts it (EvictSite): the jump covers the first instruction
+	// (Covered) and the first bytes of Evicted's jump, which goes to a
+	// trampoline at Tramp running the evicted instruction relocated.
+	Evicted *Site
+	// Tramp is the evicted instruction's trampoline address, set when
+	// the site is placed (FindEvictAddrs).
+	Tramp uint64
 }
 
 // PadPrefix is the redundant prefix of a padded jump: a DS segment
@@ -77,7 +85,12 @@ func (s Site) jumpLen() int { return s.Prefix + JumpLen }
 // Footprint is the number of bytes from Addr the patch occupies: the
 // covered bytes, or the whole jump when it keeps bytes of the next
 // instructions. Nothing else may write there while the jump is in.
-func (s Site) Footprint() int { return max(s.Covered, s.jumpLen()) }
+func (s Site) Footprint() int {
+	if s.Evicted != nil {
+		return s.Covered + s.Evicted.Footprint()
+	}
+	return max(s.Covered, s.jumpLen())
+}
 
 // JumpEnd is the address after the jump (and its prefixes), from which
 // rel32 counts.
@@ -123,11 +136,13 @@ func PaddedSites(code []byte, s Site) []Site {
 // SiteCandidates returns the ways to place a jump at addr, cheapest
 // first: PlanSite's site when it puns nothing (a plain jump, possibly
 // ending in padding); otherwise the successor-preserving pun (KeepSite:
-// no int3), PlanSite's punned site (int3s at covered heads) and its
+// no int3), the successor eviction (EvictSite: no int3, a second jump
+// and a trampoline; isCode vouches for bytes after a ret or jmp),
+// PlanSite's punned site (int3s at covered heads) and its
 // prefix-padded variants (PaddedSites). The caller takes the first that
 // gets a pad address. The error is PlanSite's when there is no
 // candidate.
-func SiteCandidates(code []byte, addr uint64) ([]Site, error) {
+func SiteCandidates(code []byte, addr uint64, isCode CodeOracle) ([]Site, error) {
 	site, err := PlanSite(code, addr)
 	if err == nil && len(site.Puns) == 0 {
 		return []Site{site}, nil
@@ -135,6 +150,9 @@ func SiteCandidates(code []byte, addr uint64) ([]Site, error) {
 	var out []Site
 	if k, kerr := KeepSite(code, addr); kerr == nil {
 		out = append(out, k)
+	}
+	if e, eerr := EvictSite(code, addr, isCode); eerr == nil {
+		out = append(out, e)
 	}
 	if err == nil {
 		out = append(append(out, site), PaddedSites(code, site)...)
@@ -227,7 +245,7 @@ func planSite(code []byte, addr uint64, prefix int) (Site, error) {
 // the bytes Forced requires (a pad address not obtained from FindPadAddr).
 func (s Site) PatchBytes(pad uint64) ([]byte, error) {
 	jl := s.jumpLen()
-	if s.Covered+s.Keep < jl {
+	if s.Covered+s.Keep < jl && s.Evicted == nil {
 		return nil, fmt.Errorf("patch for %#x: site covers only %d bytes", s.Addr, s.Covered)
 	}
 	d, err := rel32(s.JumpEnd(), pad)
@@ -235,11 +253,28 @@ func (s Site) PatchBytes(pad uint64) ([]byte, error) {
 		return nil, fmt.Errorf("patch for %#x: %w", s.Addr, err)
 	}
 	patch := make([]byte, s.Footprint())
+	if s.Evicted != nil {
+		ev, err := s.Evicted.PatchBytes(s.Tramp)
+		if err != nil {
+			return nil, fmt.Errorf("patch for %#x: evicted instruction: %w", s.Addr, err)
+		}
+		copy(patch[s.Covered:], ev)
+	}
 	for i := range s.Prefix {
 		patch[i] = PadPrefix
 	}
 	patch[s.Prefix] = 0xe9
-	binary.LittleEndian.PutUint32(patch[s.Prefix+1:], uint32(d))
+	var rel [4]byte
+	binary.LittleEndian.PutUint32(rel[:], uint32(d))
+	for i, b := range rel {
+		if at := s.Prefix + 1 + i; at < s.Covered || s.Evicted == nil {
+			patch[at] = b
+		} else if patch[at] != b {
+			// An evicting jump's displacement ends with the evicted
+			// jump's first bytes, already written.
+			return nil, fmt.Errorf("patch for %#x: rel32 %#08x does not end with the evicted jump's bytes", s.Addr, uint32(d))
+		}
+	}
 	for i := jl; i < s.Covered; i++ {
 		patch[i] = Int3
 	}

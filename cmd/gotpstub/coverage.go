@@ -64,6 +64,7 @@ func add(total, r *coverage.Report) {
 	total.Padding += r.Padding
 	total.Prefixed += r.Prefixed
 	total.Kept += r.Kept
+	total.Evicted += r.Evicted
 	total.BranchTargetOverwritten += r.BranchTargetOverwritten
 	total.Entries += r.Entries
 	total.EntryJump += r.EntryJump
@@ -74,8 +75,8 @@ func add(total, r *coverage.Report) {
 
 // printCoverage writes r as a short table.
 func printCoverage(w io.Writer, r *coverage.Report) {
-	fmt.Fprintf(w, "%s: %d instructions, %d get a jump (%.2f%%: %d plain, %d successor-preserving, %d punned; %d punned jumps put an int3 on a branch target; %d end in padding; %d have prefixes), %d of %d function entries (%.2f%%)\n",
-		r.File, r.Instructions, r.Jump, coverage.Percent(r.Jump, r.Instructions), r.Plain, r.Kept, r.Punned,
+	fmt.Fprintf(w, "%s: %d instructions, %d get a jump (%.2f%%: %d plain, %d successor-preserving, %d evicting, %d punned; %d punned jumps put an int3 on a branch target; %d end in padding; %d have prefixes), %d of %d function entries (%.2f%%)\n",
+		r.File, r.Instructions, r.Jump, coverage.Percent(r.Jump, r.Instructions), r.Plain, r.Kept, r.Evicted, r.Punned,
 		r.Int3AtBranchTarget, r.Padding, r.Prefixed, r.EntryJump, r.Entries, coverage.Percent(r.EntryJump, r.Entries))
 	if r.BranchTargetOverwritten > 0 {
 		fmt.Fprintf(w, "  BUG: %d jumps overwrite a known branch target\n", r.BranchTargetOverwritten)

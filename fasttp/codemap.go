@@ -1,0 +1,208 @@
+package fasttp
+
+import (
+	"bufio"
+	"bytes"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Function is a function symbol's code: Size bytes from Addr, and up to
+// 20 bytes after them (a jump near the end covers the next bytes).
+type Function struct {
+	Addr, Size uint64
+	Code       []byte
+}
+
+// ELFFunctions returns the code of every sized function symbol of f in
+// an executable section (the full symbol table's and the dynamic one's),
+// at base plus its link address, sorted by address, without duplicate
+// addresses. The code is read from the loadable segment holding it, so
+// the bytes after a function are what the process has there.
+func ELFFunctions(f *elf.File, base uint64) ([]Function, error) {
+	syms, err := f.Symbols()
+	if err != nil && !errors.Is(err, elf.ErrNoSymbols) {
+		return nil, err
+	}
+	dyn, _ := f.DynamicSymbols()
+	seen := map[uint64]bool{}
+	segs := map[*elf.Prog][]byte{} // each segment read once
+	var out []Function
+	for _, s := range append(syms, dyn...) {
+		if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Size == 0 || s.Section == elf.SHN_UNDEF || seen[s.Value] ||
+			int(s.Section) >= len(f.Sections) || f.Sections[s.Section].Flags&elf.SHF_EXECINSTR == 0 {
+			continue
+		}
+		p := segmentOf(f, s.Value)
+		if p == nil {
+			continue
+		}
+		if segs[p] == nil {
+			data := make([]byte, p.Filesz)
+			if _, err := p.ReadAt(data, 0); err != nil {
+				continue
+			}
+			segs[p] = data
+		}
+		data := segs[p]
+		off := s.Value - p.Vaddr
+		if off+s.Size > uint64(len(data)) {
+			continue
+		}
+		seen[s.Value] = true
+		end := min(uint64(len(data)), off+s.Size+20)
+		out = append(out, Function{Addr: base + s.Value, Size: s.Size, Code: data[off:end:end]})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Addr < out[j].Addr })
+	return out, nil
+}
+
+// segmentOf returns the PT_LOAD segment whose file bytes hold addr.
+func segmentOf(f *elf.File, addr uint64) *elf.Prog {
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && addr >= p.Vaddr && addr < p.Vaddr+p.Filesz {
+			return p
+		}
+	}
+	return nil
+}
+
+// DecodeFunction decodes fn's instructions in order from its start; it
+// stops at the first byte sequence it cannot decode (data in code, or an
+// instruction the decoder refuses), returning what came before and that
+// address.
+func DecodeFunction(fn Function) (insns []Insn, stuck uint64, stuckErr error) {
+	for off := uint64(0); off < fn.Size; {
+		in, err := DecodeInsn(fn.Code[off:], fn.Addr+off)
+		if err != nil {
+			return insns, fn.Addr + off, err
+		}
+		insns = append(insns, in)
+		off += uint64(in.Len)
+	}
+	return insns, 0, nil
+}
+
+// codeMap answers CodeOracle questions about one process: addr starts
+// an instruction when the linear decode of the function symbol holding
+// it (in the ELF file mapped there) has an instruction there. Files
+// and decoded functions are cached; a file without symbols vouches for
+// nothing.
+type codeMap struct {
+	pid   int
+	mu    sync.Mutex
+	files map[string][]Function      // by path, at link addresses
+	keys  map[string]map[uint64]bool // instruction starts by "path@function address"
+}
+
+func newCodeMap(pid int) *codeMap {
+	return &codeMap{pid: pid, files: map[string][]Function{}, keys: map[string]map[uint64]bool{}}
+}
+
+// insnStart reports whether addr is known to start an instruction.
+func (m *codeMap) insnStart(addr uint64) bool {
+	path, bias, ok := m.mappingOf(addr)
+	if !ok {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	funcs, ok := m.files[path]
+	if !ok {
+		funcs = readFunctions(path)
+		m.files[path] = funcs
+	}
+	v := addr - bias
+	i := sort.Search(len(funcs), func(i int) bool { return funcs[i].Addr > v }) - 1
+	for ; i >= 0 && v-funcs[i].Addr < 1<<20; i-- {
+		fn := funcs[i]
+		if v >= fn.Addr+fn.Size {
+			continue
+		}
+		key := fmt.Sprintf("%s@%#x", path, fn.Addr)
+		starts, ok := m.keys[key]
+		if !ok {
+			starts = map[uint64]bool{}
+			insns, _, _ := DecodeFunction(fn)
+			for _, in := range insns {
+				starts[in.Addr] = true
+			}
+			m.keys[key] = starts
+		}
+		return starts[v]
+	}
+	return false
+}
+
+// readFunctions returns the function symbols of the ELF file at path
+// (nil when it cannot be read).
+func readFunctions(path string) []Function {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	funcs, _ := ELFFunctions(f, 0)
+	return funcs
+}
+
+// mappingOf finds the file mapped at addr and the load bias (address
+// minus link address) of that mapping.
+func (m *codeMap) mappingOf(addr uint64) (path string, bias uint64, ok bool) {
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", m.pid))
+	if err != nil {
+		return "", 0, false
+	}
+	sc := bufio.NewScanner(bytes.NewReader(maps))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 6 || !strings.HasPrefix(f[5], "/") {
+			continue
+		}
+		lo, hi, _ := strings.Cut(f[0], "-")
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		off, err3 := strconv.ParseUint(f[2], 16, 64)
+		if err1 != nil || err2 != nil || err3 != nil || addr < start || addr >= end {
+			continue
+		}
+		path = strings.Join(f[5:], " ")
+		b, ok := loadBias(path, start, off)
+		return path, b, ok
+	}
+	return "", 0, false
+}
+
+// loadBias is the bias of the file at path mapped at start from file
+// offset off: start minus the link address of that offset.
+func loadBias(path string, start, off uint64) (uint64, bool) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && off >= p.Off&^0xfff && off < p.Off+p.Filesz {
+			return start - (p.Vaddr + off - p.Off), true
+		}
+	}
+	return 0, false
+}
+
+// codeOracle returns what vouches for code bytes in the process (see
+// CodeOracle).
+func (in *Installer) codeOracle() CodeOracle {
+	in.mu.Lock()
+	if in.code == nil {
+		in.code = newCodeMap(in.proc.Pid())
+	}
+	m := in.code
+	in.mu.Unlock()
+	return m.insnStart
+}

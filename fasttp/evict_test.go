@@ -1,0 +1,84 @@
+package fasttp
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestEvictSite(t *testing.T) {
+	const addr = 0x401000
+	yes := func(uint64) bool { return true }
+	tests := []struct {
+		name   string
+		code   []byte
+		isCode CodeOracle
+		ok     bool
+		foot   int
+	}{
+		{"pop rbx; mov eax, 1", []byte{0x5b, 0xb8, 1, 0, 0, 0, 0x90, 0x90}, nil, true, 6},
+		{"pop r14; call rel32", []byte{0x41, 0x5e, 0xe8, 0, 0, 0, 0, 0x90}, nil, true, 7},
+		{"xor eax, eax; lea rdi, [rip+x] (7 bytes)", []byte{0x31, 0xc0, 0x48, 0x8d, 0x3d, 1, 2, 3, 4, 0x90}, nil, true, 9},
+		{"pop rbx; pop rbp: the next one is short", []byte{0x5b, 0x5d, 0xc3, 0x90, 0x90, 0x90, 0x90}, nil, false, 0},
+		{"ret; mov eax, 1 without an oracle", []byte{0xc3, 0xb8, 1, 0, 0, 0, 0x90}, nil, false, 0},
+		{"ret; mov eax, 1, code vouched for", []byte{0xc3, 0xb8, 1, 0, 0, 0, 0x90}, yes, true, 6},
+		{"jmp rel8; call rel32, code vouched for", []byte{0xeb, 0x10, 0xe8, 0, 0, 0, 0, 0x90}, yes, true, 7},
+		{"a plain jump fits", []byte{0xb8, 1, 0, 0, 0, 0x90}, nil, false, 0},
+		{"jne into the evicted jump's bytes", []byte{0x75, 0x01, 0xb8, 1, 0, 0, 0, 0x90}, nil, false, 0},
+		{"jne to the evicted instruction", []byte{0x75, 0x00, 0xb8, 1, 0, 0, 0, 0x90}, nil, true, 7},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := EvictSite(tt.code, addr, tt.isCode)
+			if !tt.ok {
+				if !errors.Is(err, ErrSiteRefused) {
+					t.Fatalf("EvictSite = %+v, %v; want a refusal", s, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Footprint() != tt.foot || s.Evicted == nil || s.Evicted.Addr != addr+uint64(s.Covered) {
+				t.Fatalf("footprint %d (want %d), evicted %+v", s.Footprint(), tt.foot, s.Evicted)
+			}
+			// Both jumps must land where FindEvictAddrs put them.
+			free := []Range{{0x10000, 0x400000}, {0x800000, 0x7ffff000}}
+			pad, tramp, err := FindEvictAddrs(s, free, 1024)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pad/4096 == tramp/4096 {
+				t.Errorf("pad %#x and trampoline %#x share a page", pad, tramp)
+			}
+			s.Tramp = tramp
+			patch, err := s.PatchBytes(pad)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := jumpTarget(patch, 0, addr); got != pad {
+				t.Errorf("the jump goes to %#x, want the pad %#x", got, pad)
+			}
+			if got := jumpTarget(patch, s.Covered, addr); got != tramp {
+				t.Errorf("the evicted jump goes to %#x, want the trampoline %#x", got, tramp)
+			}
+		})
+	}
+}
+
+// jumpTarget decodes the jmp rel32 at patch[off] (patch is at addr).
+func jumpTarget(patch []byte, off int, addr uint64) uint64 {
+	if patch[off] != 0xe9 {
+		return 0
+	}
+	rel := int32(uint32(patch[off+1]) | uint32(patch[off+2])<<8 | uint32(patch[off+3])<<16 | uint32(patch[off+4])<<24)
+	return addr + uint64(off) + 5 + uint64(int64(rel))
+}
+
+func TestWithoutRange(t *testing.T) {
+	free := []Range{{0, 100}, {200, 300}}
+	got := withoutRange(free, Range{50, 250})
+	want := []Range{{0, 50}, {250, 300}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("withoutRange = %v, want %v", got, want)
+	}
+}
