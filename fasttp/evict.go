@@ -79,7 +79,7 @@ func FindEvictAddrs(s Site, free []Range, padSize uint64) (pad, tramp uint64, er
 	}
 	l := s.Insns[0].Len
 	first := error(nil)
-	for _, p := range padCandidates(s, free, padSize, maxEvictTries) {
+	for _, p := range padCandidates(s, free, padSize, evictSamples, maxEvictTries) {
 		rel := uint32(p - s.JumpEnd())
 		e := *s.Evicted
 		e.Forced = map[int]byte{}
@@ -111,8 +111,9 @@ const evictSamples = 8
 
 // padCandidates returns up to n pad addresses for site, nearest first:
 // in each free range, the admissible addresses nearest to the site and
-// nearest to evictSamples points spread over the range.
-func padCandidates(site Site, free []Range, size uint64, n int) []uint64 {
+// nearest to samples points spread evenly over the range (its ends
+// included when samples > 0).
+func padCandidates(site Site, free []Range, size uint64, samples, n int) []uint64 {
 	mask, val := forcedBits(site.Forced)
 	base := site.JumpEnd()
 	var rels []int64
@@ -124,11 +125,9 @@ func padCandidates(site Site, free []Range, size uint64, n int) []uint64 {
 		if !ok {
 			continue
 		}
-		for k := 0; k <= evictSamples+1; k++ {
-			at := lo + (hi-lo)*int64(k)/int64(evictSamples+1)
-			if r, ok := nearestMatch(at, lo, hi, mask, val); ok {
-				rels = append(rels, r)
-			}
+		rels = append(rels, matchesAround(min(max(0, lo), hi), lo, hi, mask, val)...)
+		for k := 0; samples > 0 && k <= samples+1; k++ {
+			rels = append(rels, matchesAround(lo+(hi-lo)*int64(k)/int64(samples+1), lo, hi, mask, val)...)
 		}
 	}
 	sort.Slice(rels, func(i, j int) bool { return abs64(rels[i]) < abs64(rels[j]) })
@@ -145,18 +144,53 @@ func padCandidates(site Site, free []Range, size uint64, n int) []uint64 {
 	return out
 }
 
-// nearestMatch returns a rel32 value in [lo, hi] with the forced bits
-// (mask, val), the first at or after at, else the last before it.
-func nearestMatch(at, lo, hi int64, mask, val uint32) (int64, bool) {
-	if u, ok := nextMatch(uint32(int32(at)), mask, val); ok {
-		if r := int64(int32(u)); r >= at && r <= hi {
-			return r, true
-		}
+// matchesAround returns the rel32 values in [lo, hi] with the forced
+// bits (mask, val) nearest to at: the first at or after it and the last
+// at or before it, where there are such (in signed order: the unsigned
+// searches run separately on each side of zero).
+func matchesAround(at, lo, hi int64, mask, val uint32) []int64 {
+	var out []int64
+	if r, ok := nextSigned(at, hi, mask, val); ok {
+		out = append(out, r)
 	}
-	if u, ok := prevMatch(uint32(int32(at)), mask, val); ok {
-		if r := int64(int32(u)); r <= at && r >= lo {
-			return r, true
+	if r, ok := prevSigned(at, lo, mask, val); ok {
+		out = append(out, r)
+	}
+	return out
+}
+
+// nextSigned returns the smallest rel32 value in [at, hi] with the
+// forced bits.
+func nextSigned(at, hi int64, mask, val uint32) (int64, bool) {
+	if at < 0 {
+		if u, ok := nextMatch(uint32(int32(at)), mask, val); ok && u >= 1<<31 && int64(int32(u)) <= hi {
+			return int64(int32(u)), true
 		}
+		at = 0
+	}
+	if at > hi {
+		return 0, false
+	}
+	if u, ok := nextMatch(uint32(at), mask, val); ok && u < 1<<31 && int64(u) <= hi {
+		return int64(u), true
+	}
+	return 0, false
+}
+
+// prevSigned returns the largest rel32 value in [lo, at] with the forced
+// bits.
+func prevSigned(at, lo int64, mask, val uint32) (int64, bool) {
+	if at >= 0 {
+		if u, ok := prevMatch(uint32(at), mask, val); ok && u < 1<<31 && int64(u) >= lo {
+			return int64(u), true
+		}
+		at = -1
+	}
+	if at < lo {
+		return 0, false
+	}
+	if u, ok := prevMatch(uint32(int32(at)), mask, val); ok && u >= 1<<31 && int64(int32(u)) >= lo {
+		return int64(int32(u)), true
 	}
 	return 0, false
 }

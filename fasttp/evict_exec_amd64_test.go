@@ -2,7 +2,6 @@ package fasttp
 
 import (
 	"encoding/binary"
-	"encoding/hex"
 	"os"
 	"testing"
 	"unsafe"
@@ -19,15 +18,7 @@ import (
 // give the original results, and the second instruction's bytes must
 // now be a jump to the trampoline.
 func TestEvictSiteEndToEnd(t *testing.T) {
-	blob, err := hex.DecodeString(relocBlobHex)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem := mapRWX(t, 1<<20)
-	base := uint64(uintptr(unsafe.Pointer(&mem[0])))
-	copy(mem, blob)
-	binary.LittleEndian.PutUint64(mem[0x1030:], base+0x800) // gptr
-	binary.LittleEndian.PutUint64(mem[0x1038:], base+0x805) // g2ptr
+	mem, base, _ := relocBlob(t)
 	for _, off := range []uint64{0x240, 0x380} {
 		addr := base + off
 		args := [][2]uint64{{1, 2}, {2, 1}, {3, 7}, {5, 5}, {0, 1}}

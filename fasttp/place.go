@@ -32,47 +32,16 @@ func FindPadAddr(site Site, free []Range, size uint64) (uint64, error) {
 	if size == 0 {
 		return 0, fmt.Errorf("find pad for %#x: %w: zero size", site.Addr, ErrNoPadAddr)
 	}
-	var mask, val uint32
-	for idx, b := range site.Forced {
+	for idx := range site.Forced {
 		if idx < 0 || idx > 3 {
 			return 0, fmt.Errorf("find pad for %#x: forced rel32 byte index %d out of 0..3", site.Addr, idx)
 		}
-		mask |= 0xff << (8 * idx)
-		val |= uint32(b) << (8 * idx)
 	}
-	base := site.JumpEnd()
-	best, found := int64(0), false
-	consider := func(r int64) {
-		if !found || abs64(r) < abs64(best) {
-			best, found = r, true
-		}
-	}
-	for _, fr := range free {
-		if fr.End <= fr.Start || fr.End-fr.Start < size {
-			continue
-		}
-		// Admissible P: [fr.Start, fr.End-size]; as rel32: [lo, hi].
-		lo, hi, ok := relInterval(base, fr.Start, fr.End-size)
-		if !ok {
-			continue
-		}
-		if hi >= 0 { // non-negative part: the smallest match >= max(lo, 0)
-			from := max(lo, 0)
-			if u, ok := nextMatch(uint32(from), mask, val); ok && int64(u) <= hi && u <= math.MaxInt32 {
-				consider(int64(u))
-			}
-		}
-		if lo < 0 { // negative part: the largest match <= min(hi, -1)
-			to := min(hi, -1)
-			if u, ok := prevMatch(uint32(int32(to)), mask, val); ok && u >= 1<<31 && int64(int32(u)) >= lo {
-				consider(int64(int32(u)))
-			}
-		}
-	}
-	if !found {
+	best := padCandidates(site, free, size, 0, 1)
+	if len(best) == 0 {
 		return 0, fmt.Errorf("find pad for %#x: %w: no free range of %d bytes within 2 GB%s", site.Addr, ErrNoPadAddr, size, describeForced(site.Forced))
 	}
-	return base + uint64(best), nil
+	return best[0], nil
 }
 
 func abs64(x int64) int64 {

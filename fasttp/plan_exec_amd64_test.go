@@ -1,8 +1,6 @@
 package fasttp
 
 import (
-	"encoding/binary"
-	"encoding/hex"
 	"os"
 	"slices"
 	"testing"
@@ -17,18 +15,7 @@ import (
 // code, Site.PatchBytes written over the function. Calling the patched
 // function must give the original results, and punned heads must be int3.
 func TestJumpSiteEndToEnd(t *testing.T) {
-	blob, err := hex.DecodeString(relocBlobHex)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem := mapRWX(t, 1<<20)
-	base := uint64(uintptr(unsafe.Pointer(&mem[0])))
-	copy(mem, blob)
-	resetData := func() {
-		for i, v := range []uint64{0x1234, 0, 5, 0x1111, 0x2222, base + 0x800, base + 0x805} {
-			binary.LittleEndian.PutUint64(mem[0x1000+8*i:], v)
-		}
-	}
+	mem, base, resetData := relocBlob(t)
 	const page = 4096
 	tests := []struct {
 		name    string

@@ -185,23 +185,32 @@ func mapRWX(t *testing.T, size int) []byte {
 	return mem
 }
 
-// TestRelocatedCodeRuns relocates every instruction of the functions in
-// relocBlobSource into a second mapping, more than 1 MB away, and checks that the relocated copies compute
-// what the originals do (and what the Go model says).
-func TestRelocatedCodeRuns(t *testing.T) {
+// relocBlob maps relocBlobSource's code in RWX memory (1 MiB) and
+// returns it, its address, and a function that resets its data.
+func relocBlob(t *testing.T) (mem []byte, base uint64, resetData func()) {
+	t.Helper()
 	blob, err := hex.DecodeString(relocBlobHex)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mem := mapRWX(t, 1<<20)
-	far := mapRWX(t, 4<<20)
-	base := uint64(uintptr(unsafe.Pointer(&mem[0])))
+	mem = mapRWX(t, 1<<20)
+	base = uint64(uintptr(unsafe.Pointer(&mem[0])))
 	copy(mem, blob)
-	resetData := func() {
+	resetData = func() {
 		for i, v := range []uint64{0x1234, 0, 5, 0x1111, 0x2222, base + 0x800, base + 0x805} {
 			binary.LittleEndian.PutUint64(mem[0x1000+8*i:], v)
 		}
 	}
+	resetData()
+	return mem, base, resetData
+}
+
+// TestRelocatedCodeRuns relocates every instruction of the functions in
+// relocBlobSource into a second mapping, more than 1 MB away, and checks that the relocated copies compute
+// what the originals do (and what the Go model says).
+func TestRelocatedCodeRuns(t *testing.T) {
+	mem, base, resetData := relocBlob(t)
+	far := mapRWX(t, 4<<20)
 	lt := func(a, b uint64) uint64 {
 		if int64(a) < int64(b) {
 			return 1
@@ -258,7 +267,7 @@ func TestRelocatedCodeRuns(t *testing.T) {
 			if tt.off == 0x000 || tt.off == 0x180 {
 				end = tt.off + 0x80
 			}
-			for end > tt.off && blob[end-1] == 0 {
+			for end > tt.off && mem[end-1] == 0 {
 				end--
 			}
 			var insns []Insn
