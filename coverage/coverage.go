@@ -61,7 +61,10 @@ type Report struct {
 	Kept int `json:"kept"`
 	// Evicted counts evicting jumps (fasttp.EvictSite: no int3, the next
 	// instruction jumps to a trampoline); not in Plain or Punned.
-	Evicted                 int    `json:"evicted"`
+	Evicted int `json:"evicted"`
+	// Short counts short jumps to a slot in nearby padding
+	// (fasttp.ShortSite); not in Plain or Punned.
+	Short                   int    `json:"short"`
 	BranchTargetOverwritten int    `json:"branch_target_overwritten"`
 	Entries                 int    `json:"entries"`
 	EntryJump               int    `json:"entry_jump"`
@@ -169,6 +172,10 @@ func (r *Report) function(fn fasttp.Function, free []fasttp.Range, targets map[u
 			r.Evicted++
 			continue
 		}
+		if site.Slot != 0 {
+			r.Short++
+			continue
+		}
 		if len(site.Puns) == 0 {
 			r.Plain++
 			continue
@@ -213,6 +220,11 @@ func placeSite(code []byte, addr uint64, free []fasttp.Range, isCode fasttp.Code
 // byte at a known branch target or function entry with anything but an
 // int3 pun (a thread arriving there would run the jump's bytes).
 func overwritesTarget(site fasttp.Site, targets map[uint64]bool) bool {
+	for a := site.Slot; site.Slot != 0 && a < site.Slot+fasttp.JumpLen; a++ {
+		if targets[a] {
+			return true // the slot was not dead padding after all
+		}
+	}
 	for off := 1; off < site.Footprint(); off++ {
 		if !targets[site.Addr+uint64(off)] {
 			continue

@@ -95,7 +95,7 @@ func everyInstruction(t *testing.T, prog string, prefixed bool) {
 	if len(fast) < 60 || len(fast) != len(traps) {
 		t.Fatalf("%d fast and %d trap results, want the same number (at least 60)", len(fast), len(traps))
 	}
-	jumps, hit, withPrefix, evicting := 0, 0, 0, 0
+	jumps, hit, withPrefix, evicting, short := 0, 0, 0, 0, 0
 	for addr, f := range fast {
 		tr := traps[addr]
 		if f.sum != ref[1] || tr.sum != ref[1] {
@@ -110,6 +110,9 @@ func everyInstruction(t *testing.T, prog string, prefixed bool) {
 		if strings.Contains(f.placed, "evicting jump") {
 			evicting++
 		}
+		if strings.Contains(f.placed, "short jump") {
+			short++
+		}
 		if strings.Contains(f.placed, " jump over ") {
 			jumps++
 			if f.frames > 0 {
@@ -117,14 +120,107 @@ func everyInstruction(t *testing.T, prog string, prefixed bool) {
 			}
 		}
 	}
-	t.Logf("%d instructions: %d with a jump (%d of them executed in a round, %d with prefixes, %d evicting the next instruction)", len(fast), jumps, hit, withPrefix, evicting)
+	t.Logf("%d instructions: %d with a jump (%d of them executed in a round, %d with prefixes, %d evicting the next instruction, %d short jumps to padding)", len(fast), jumps, hit, withPrefix, evicting, short)
 	if prefixed && withPrefix == 0 {
 		t.Error("no jump with prefixes: the test does not exercise them")
 	}
-	if evicting == 0 {
-		t.Error("no evicting jump: the test does not exercise successor eviction")
+	if evicting == 0 || short == 0 {
+		t.Errorf("%d evicting and %d short jumps: the test does not exercise both tactics", evicting, short)
 	}
 	if jumps < len(fast)*3/4 || hit < 20 {
 		t.Errorf("only %d of %d instructions got a jump (%d executed): the test would not exercise jumps", jumps, len(fast), hit)
+	}
+}
+
+// allAtOnceScript puts a tracepoint of the kind given at every
+// instruction of the functions named at once, runs one round and prints
+// "HITS kind address count" for each, then "PLACED" lines (monitor
+// ftrace).
+const allAtOnceScript = `python
+def all_at_once(kind):
+    for fn in FUNCTIONS:
+        for a in insns(fn):
+            gdb.execute("%s *%d" % (kind, a), to_string=True)
+    gdb.execute("tstart", to_string=True)
+    placed = gdb.execute("monitor ftrace", to_string=True)
+    gdb.execute("continue", to_string=True)
+    s = int(gdb.parse_and_eval("sum"))
+    counts = {}
+    addr = None
+    for line in gdb.execute("info tracepoints", to_string=True).splitlines():
+        m = re.match(r"\d+\s+(?:fast )?tracepoint\s+keep\s+\S+\s+(0x[0-9a-f]+)", line)
+        if m:
+            addr = int(m.group(1), 16)
+            counts[addr] = 0
+            continue
+        m = re.search(r"already hit (\d+) time", line)
+        if m and addr is not None:
+            counts[addr] = int(m.group(1))
+    for a in sorted(counts):
+        print("HITS %s %#x %d %d" % (kind, a, counts[a], s))
+    gdb.execute("tstop", to_string=True)
+    gdb.execute("delete tracepoints", to_string=True)
+    for line in placed.splitlines():
+        print("PLACED " + line)
+
+for kind in ("trace", "ftrace"):
+    all_at_once(kind)
+end`
+
+// All the tracepoints at once (issue 9): neighbouring jumps overlap (the
+// later one turns the earlier into a trap) and short jumps share the
+// padding they go to; every tracepoint must count what a trap counts
+// there, and the program must compute what it computes untraced.
+func TestFastTraceAllAtOnce(t *testing.T) {
+	prog := buildC(t, t.TempDir()+"/everyinsn", []string{"everyinsn.c"}, "-O2", "-no-pie")
+	stub := startStub(t, []string{"--once"}, prog, "100000")
+	fns := `("leaf", "dispatch", "work")`
+	script := strings.Join([]string{
+		"target remote " + stub.target(),
+		"break round_done",
+		"continue",
+		`print sum`,
+		strings.Replace(everyInsnScript[:strings.Index(everyInsnScript, "for fn in FUNCTIONS")], "python\n", "python\n", 1) + "end",
+		strings.Replace(allAtOnceScript, "FUNCTIONS", fns, 1),
+		"kill",
+	}, "\n")
+	out := runGDB(t, gdbSession{program: prog, commands: []string{script}})
+	ref := mustMatch(t, out, `\$1 = (-?\d+)`)
+	if ref == nil {
+		return
+	}
+	hits := map[string]map[string]string{"trace": {}, "ftrace": {}}
+	for _, m := range regexp.MustCompile(`(?m)^HITS (\w+) (0x[0-9a-f]+) (\d+) (-?\d+)$`).FindAllStringSubmatch(out, -1) {
+		hits[m[1]][m[2]] = m[3]
+		if m[4] != ref[1] {
+			t.Errorf("%s at every instruction: round sum %s, want %s", m[1], m[4], ref[1])
+			break
+		}
+	}
+	if len(hits["trace"]) < 60 || len(hits["ftrace"]) != len(hits["trace"]) {
+		t.Fatalf("%d trace and %d ftrace hit counts, want the same number (at least 60)", len(hits["trace"]), len(hits["ftrace"]))
+	}
+	for addr, n := range hits["trace"] {
+		if hits["ftrace"][addr] != n {
+			t.Errorf("%s: ftrace hit %s times, trace %s", addr, hits["ftrace"][addr], n)
+		}
+	}
+	slots := map[string]int{}
+	jumps, short := 0, 0
+	for _, m := range regexp.MustCompile(`(?m)^PLACED tracepoint \d+ at 0x[0-9a-f]+: (?:plain|punned|successor-preserving|evicting|short) jump[^\n]*?(?:in the padding at (0x[0-9a-f]+))?$`).FindAllStringSubmatch(out, -1) {
+		jumps++
+		if m[1] != "" {
+			short++
+			slots[m[1]]++
+		}
+	}
+	t.Logf("%d tracepoints at once: %d jumps, %d of them short jumps to %d slots", len(hits["ftrace"]), jumps, short, len(slots))
+	if jumps < 20 {
+		t.Errorf("only %d jumps: the test does not exercise jumps side by side", jumps)
+	}
+	for slot, n := range slots {
+		if n > 1 {
+			t.Errorf("%d short jumps share the slot %s", n, slot)
+		}
 	}
 }

@@ -97,7 +97,7 @@ func (in *Installer) placeHeldBack() {
 // mayPlaceAgain reports whether the bytes tp's jump would cover hold no
 // gdb breakpoint and no stopped thread (after their first byte).
 func (in *Installer) mayPlaceAgain(tp *tracing.Tracepoint) bool {
-	code := make([]byte, 32)
+	code := make([]byte, ShortCodeLen)
 	n, _ := in.proc.ReadMemory(tp.Addr, code)
 	cands, err := SiteCandidates(code[:n], tp.Addr, in.codeOracle())
 	if err != nil {
@@ -163,12 +163,8 @@ func (in *Installer) placeAgain(tp *tracing.Tracepoint) {
 // repatch puts back the jump of s, taken out by convertToTrapFor, to its
 // pad (still there: pads are never unmapped), with its puns' traps.
 func (in *Installer) repatch(s *jumpSite) error {
-	jmp, err := s.site.PatchBytes(s.padAddr)
-	if err != nil {
-		return err
-	}
-	if err := in.proc.InsertPatch(s.tp.Addr, jmp); err != nil {
-		return fmt.Errorf("writing the jump again: %w", err)
+	if err := in.writeJump(s.site, s.padAddr); err != nil {
+		return fmt.Errorf("putting the jump back: %w", err)
 	}
 	s.patched = true
 	for _, off := range s.site.Puns {

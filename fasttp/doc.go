@@ -39,8 +39,15 @@
 // instruction returns to it. Any write into those kept bytes would move
 // the jump, so a gdb breakpoint or trap tracepoint there makes the
 // tracepoint a trap (Site.Footprint is what nobody else may touch). When
-// that address is taken, the successor eviction (EvictSite, E9Patch's
-// tactic too): when the next instruction takes a plain jump of its own,
+// that address is taken, the short jump (ShortSites, E9Patch's
+// neighbour tactic with padding as the neighbour): the first
+// instruction, of 2 bytes or more, becomes a `jmp rel8` to a slot of 5
+// dead bytes in the alignment padding after a ret or jmp further on
+// (within 129 bytes), which holds the `jmp rel32` to the pad; nothing
+// traps and no other instruction changes; padding after a label counts
+// only where a CodeOracle vouches for the ret or jmp before it, and a
+// slot is used by one tracepoint at a time. Then the successor eviction
+// (EvictSite, E9Patch's tactic too): when the next instruction takes a plain jump of its own,
 // it gets one, to a trampoline (TrampolineSize bytes of its own page)
 // that runs it relocated and jumps back after it, and the first
 // instruction's jump is written over the first bytes of that second
@@ -54,14 +61,22 @@
 // int3 pun above, then its padded variants.
 //
 // Two more shapes (plan.go): after a ret or jmp, the jump may end in the
-// alignment padding that follows (nops or int3s up to a 16-byte
+// alignment padding that follows (nops or int3s up to an 8- or 16-byte
 // boundary: Site.Dead), which nothing executes; and a punned jump that
 // finds no pad address (a non-PIE executable's low image: a forced top
 // byte of 0xcc means -0.85 GB) is retried with one to three redundant ds
 // prefixes before the opcode (PaddedSites, Site.Prefix), which move the
 // forced bytes to lower rel32 bytes. A covered head never falls on a
-// prefix or the opcode (a thread arriving there would enter the jump). Pads and their memory are
-// never unmapped: a thread may still be inside one after its tracepoint goes.
+// prefix or the opcode (a thread arriving there would enter the jump).
+// Pads and their memory are never unmapped: a thread may still be inside
+// one after its tracepoint goes.
+//
+// Tracepoints near each other: installJump prefers the shapes whose
+// bytes hold no other tracepoint's address (Engine.Tracepoints) and
+// touch nothing already placed (a breakpoint, a trap, another jump or
+// slot), then those that touch nothing placed. When every shape meets a
+// placed jump, that jump becomes a trap and the newcomer takes the
+// first shape then free (a trap cannot go inside a jump's bytes).
 //
 // # Patch protocol
 //

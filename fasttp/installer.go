@@ -314,11 +314,54 @@ func (in *Installer) faultHook(_ int, pc uint64, _ int, _ uint64) (uint64, bool)
 	return to, ok
 }
 
+// clearOfOthers returns the candidates whose bytes (after the first, and
+// a short jump's slot) hold no other tracepoint's address, in order: a
+// shape that would later have to become a trap when that tracepoint
+// goes in is not chosen while another exists.
+func (in *Installer) clearOfOthers(tp *tracing.Tracepoint, cands []Site) []Site {
+	var others []uint64
+	for _, o := range in.engine.Tracepoints() {
+		if o != tp && o.Addr != tp.Addr {
+			others = append(others, o.Addr)
+		}
+	}
+	var out []Site
+	for _, c := range cands {
+		hit := false
+		for _, a := range others {
+			hit = hit || c.Overlaps(a, 1)
+		}
+		if !hit {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// freeCandidates returns the candidates whose bytes hold no breakpoint,
+// trap or other jump (conflictLocked), in order.
+func (in *Installer) freeCandidates(cands []Site) []Site {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	var out []Site
+	for _, c := range cands {
+		if !in.conflictLocked(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // conflictLocked reports whether site's covered bytes hold a gdb
 // breakpoint (after the first byte), a trap tracepoint or another jump.
 func (in *Installer) conflictLocked(site Site) bool {
 	n := uint64(site.Footprint())
 	_, brk := in.breakInsideLocked(site.Addr, n)
+	if site.Slot != 0 {
+		// The slot in the padding: nothing else may be there at all.
+		_, inSlot := in.breakInsideLocked(site.Slot-1, JumpLen+1)
+		brk = brk || inSlot || in.trapsWithinLocked(site.Slot, JumpLen) || len(in.jumpsCoveringLocked(site.Slot, JumpLen)) > 0
+	}
 	return brk || in.trapsWithinLocked(site.Addr, n) || len(in.jumpsCoveringLocked(site.Addr, n)) > 0
 }
 
@@ -333,7 +376,7 @@ func (in *Installer) jumpsCovering(addr, n uint64) []*jumpSite {
 func (in *Installer) jumpsCoveringLocked(addr, n uint64) []*jumpSite {
 	var out []*jumpSite
 	for _, s := range in.sites {
-		if s.tp.Addr < addr+n && addr < s.tp.Addr+uint64(s.site.Footprint()) {
+		if s.site.Overlaps(addr, n) {
 			out = append(out, s)
 		}
 	}
@@ -449,6 +492,36 @@ func (in *Installer) unpatch(s *jumpSite) error {
 	if err := in.proc.RemovePatch(s.tp.Addr); err != nil {
 		return fmt.Errorf("fast tracepoint %d at %#x: removing the jump: %w", s.tp.Num, s.tp.Addr, err)
 	}
+	if slot := s.site.Slot; slot != 0 {
+		if err := in.proc.RemovePatch(slot); err != nil {
+			return fmt.Errorf("fast tracepoint %d at %#x: removing the jump in the padding at %#x: %w", s.tp.Num, s.tp.Addr, slot, err)
+		}
+	}
+	return nil
+}
+
+// writeJump writes site's jump to the pad at pad: for a short-jump site
+// the slot's jump first (in dead padding), then the short jump.
+func (in *Installer) writeJump(site Site, pad uint64) error {
+	if site.Slot != 0 {
+		b, err := site.SlotBytes(pad)
+		if err != nil {
+			return err
+		}
+		if err := in.proc.InsertPatch(site.Slot, b); err != nil {
+			return fmt.Errorf("writing the jump in the padding at %#x: %w", site.Slot, err)
+		}
+	}
+	jmp, err := site.PatchBytes(pad)
+	if err == nil {
+		err = in.proc.InsertPatch(site.Addr, jmp)
+	}
+	if err != nil && site.Slot != 0 {
+		_ = in.proc.RemovePatch(site.Slot)
+	}
+	if err != nil {
+		return fmt.Errorf("writing the jump: %w", err)
+	}
 	return nil
 }
 
@@ -475,7 +548,7 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	if err != nil {
 		return err
 	}
-	code := make([]byte, 32)
+	code := make([]byte, ShortCodeLen)
 	n, err := in.proc.ReadMemory(tp.Addr, code)
 	if n < 16 {
 		return fmt.Errorf("reading the code: %w", err)
@@ -485,6 +558,15 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 		return err
 	}
 	site := cands[0]
+	// Shapes that touch nothing placed (a short jump next to a
+	// neighbour's jump, say) and no other tracepoint's address come
+	// first; then those that touch nothing placed; only when every
+	// shape meets something does the first one decide what happens.
+	if free := in.freeCandidates(in.clearOfOthers(tp, cands)); len(free) > 0 {
+		cands, site = free, free[0]
+	} else if free := in.freeCandidates(cands); len(free) > 0 {
+		cands, site = free, free[0]
+	}
 	if at, ok := in.breakInside(tp.Addr, uint64(site.Footprint())); ok {
 		return &heldBackError{at: at}
 	}
@@ -492,12 +574,16 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 		return errors.New("another tracepoint shares its bytes")
 	}
 	if others := in.jumpsCovering(tp.Addr, uint64(site.Footprint())); len(others) > 0 {
+		// Jumps whose bytes hold this tracepoint's address become
+		// traps; this one may then still get a shape of its own.
 		for _, s := range others {
 			if err := in.convertToTrap(s); err != nil {
 				return err
 			}
 		}
-		return errors.New("another tracepoint shares its bytes")
+		if cands = in.freeCandidates(cands); len(cands) == 0 || in.trapsWithin(tp.Addr, uint64(cands[0].Footprint())) {
+			return errors.New("another tracepoint shares its bytes")
+		}
 	}
 
 	in.mu.Lock()
@@ -572,6 +658,11 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	if err := in.writeTrampoline(site); err != nil {
 		return err
 	}
+	if site.Slot != 0 {
+		// A thread stopped between the short jump and the slot's jump
+		// is stepped on into the pad (Stabilize).
+		in.areas = append(in.areas, Range{site.Slot, site.Slot + JumpLen})
+	}
 	if !reused {
 		// A slot reused by a tracepoint placed again keeps its
 		// counters (hits towards the passcount).
@@ -596,12 +687,8 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	}); err != nil {
 		return fmt.Errorf("moving threads out of the patched bytes: %w", err)
 	}
-	jmp, err := site.PatchBytes(base)
-	if err != nil {
+	if err := in.writeJump(site, base); err != nil {
 		return err
-	}
-	if err := in.proc.InsertPatch(tp.Addr, jmp); err != nil {
-		return fmt.Errorf("writing the jump: %w", err)
 	}
 	s.patched = true
 	for _, off := range site.Puns {
@@ -655,7 +742,7 @@ func (in *Installer) writeTrampoline(site Site) error {
 func (in *Installer) placeLocked(cands []Site, sizeFor func(Site) uint64) (Site, uint64, uint64, error) {
 	var first error
 	for i, c := range cands {
-		if i > 0 && in.conflictLocked(c) {
+		if (i > 0 || c.Slot != 0) && in.conflictLocked(c) {
 			continue
 		}
 		var base uint64
@@ -671,6 +758,9 @@ func (in *Installer) placeLocked(cands []Site, sizeFor func(Site) uint64) (Site,
 		if first == nil {
 			first = err
 		}
+	}
+	if first == nil {
+		first = errors.New("another tracepoint, a breakpoint or a trap holds the bytes of every shape")
 	}
 	return Site{}, 0, 0, first
 }

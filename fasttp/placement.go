@@ -79,6 +79,8 @@ func (in *Installer) placement(tp *tracing.Tracepoint) string {
 			shape = "successor-preserving jump"
 		case s.site.Evicted != nil:
 			shape = "evicting jump"
+		case s.site.Slot != 0:
+			shape = "short jump"
 		}
 
 		heads := "no int3"
@@ -94,6 +96,9 @@ func (in *Installer) placement(tp *tracing.Tracepoint) string {
 		}
 		if s.site.Keep > 0 {
 			heads += fmt.Sprintf(", keeps %d bytes of the next instructions", s.site.Keep)
+		}
+		if s.site.Slot != 0 {
+			heads += fmt.Sprintf(", to a jump in the padding at %#x", s.site.Slot)
 		}
 		if e := s.site.Evicted; e != nil {
 			heads += fmt.Sprintf(", the next instruction at %#x jumps to a trampoline at %#x", e.Addr, s.site.Tramp)

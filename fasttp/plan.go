@@ -69,6 +69,10 @@ type Site struct {
 	// Tramp is the evicted instruction's trampoline address, set when
 	// the site is placed (FindEvictAddrs).
 	Tramp uint64
+	// Slot is, for a short-jump site (ShortSite), the address of the
+	// JumpLen bytes of dead padding holding the `jmp rel32` to the pad;
+	// the Covered bytes at Addr hold a `jmp rel8` to it. 0 otherwise.
+	Slot uint64
 }
 
 // PadPrefix is the redundant prefix of a padded jump: a DS segment
@@ -86,6 +90,9 @@ func (s Site) jumpLen() int { return s.Prefix + JumpLen }
 // covered bytes, or the whole jump when it keeps bytes of the next
 // instructions. Nothing else may write there while the jump is in.
 func (s Site) Footprint() int {
+	if s.Slot != 0 {
+		return s.Covered
+	}
 	if s.Evicted != nil {
 		return s.Covered + s.Evicted.Footprint()
 	}
@@ -93,8 +100,32 @@ func (s Site) Footprint() int {
 }
 
 // JumpEnd is the address after the jump (and its prefixes), from which
-// rel32 counts.
-func (s Site) JumpEnd() uint64 { return s.Addr + uint64(s.jumpLen()) }
+// rel32 counts: for a short-jump site, after the slot's jump.
+func (s Site) JumpEnd() uint64 {
+	if s.Slot != 0 {
+		return s.Slot + JumpLen
+	}
+	return s.Addr + uint64(s.jumpLen())
+}
+
+// Overlaps reports whether the bytes the patch writes — its footprint,
+// and a short-jump site's slot — overlap [addr, addr+n).
+func (s Site) Overlaps(addr, n uint64) bool {
+	if s.Slot != 0 && s.Slot < addr+n && addr < s.Slot+JumpLen {
+		return true
+	}
+	return s.Addr < addr+n && addr < s.Addr+uint64(s.Footprint())
+}
+
+// SlotBytes returns the `jmp rel32` to pad a short-jump site writes at
+// its Slot.
+func (s Site) SlotBytes(pad uint64) ([]byte, error) {
+	b, err := appendJmpRel32(nil, s.Slot, pad)
+	if err != nil {
+		return nil, fmt.Errorf("slot for %#x: %w", s.Addr, err)
+	}
+	return b, nil
+}
 
 // Resume is the address where execution continues after the relocated
 // covered instructions: the first instruction after the jump (never
@@ -136,7 +167,8 @@ func PaddedSites(code []byte, s Site) []Site {
 // SiteCandidates returns the ways to place a jump at addr, cheapest
 // first: PlanSite's site when it puns nothing (a plain jump, possibly
 // ending in padding); otherwise the successor-preserving pun (KeepSite:
-// no int3), the successor eviction (EvictSite: no int3, a second jump
+// no int3), the short jump to a slot in nearby padding (ShortSite: no
+// int3), the successor eviction (EvictSite: no int3, a second jump
 // and a trampoline; isCode vouches for bytes after a ret or jmp),
 // PlanSite's punned site (int3s at covered heads) and its
 // prefix-padded variants (PaddedSites). The caller takes the first that
@@ -150,6 +182,9 @@ func SiteCandidates(code []byte, addr uint64, isCode CodeOracle) ([]Site, error)
 	var out []Site
 	if k, kerr := KeepSite(code, addr); kerr == nil {
 		out = append(out, k)
+	}
+	if sh, serr := ShortSites(code, addr, isCode); serr == nil {
+		out = append(out, sh...)
 	}
 	if e, eerr := EvictSite(code, addr, isCode); eerr == nil {
 		out = append(out, e)
@@ -244,6 +279,9 @@ func planSite(code []byte, addr uint64, prefix int) (Site, error) {
 // rest of the last covered instruction. It fails if rel32 does not fit or does not have
 // the bytes Forced requires (a pad address not obtained from FindPadAddr).
 func (s Site) PatchBytes(pad uint64) ([]byte, error) {
+	if s.Slot != 0 {
+		return s.shortBytes()
+	}
 	jl := s.jumpLen()
 	if s.Covered+s.Keep < jl && s.Evicted == nil {
 		return nil, fmt.Errorf("patch for %#x: site covers only %d bytes", s.Addr, s.Covered)
@@ -288,27 +326,52 @@ func (s Site) PatchBytes(pad uint64) ([]byte, error) {
 	return patch, nil
 }
 
+// shortBytes returns a short-jump site's Covered bytes: `jmp rel8` to
+// the slot, then int3 filler.
+func (s Site) shortBytes() ([]byte, error) {
+	d := int64(s.Slot) - int64(s.Addr+ShortJumpLen)
+	if d < 0 || d > ShortReach || s.Covered < ShortJumpLen {
+		return nil, fmt.Errorf("patch for %#x: slot %#x out of a short jump's reach", s.Addr, s.Slot)
+	}
+	patch := []byte{0xeb, byte(d)}
+	for len(patch) < s.Covered {
+		patch = append(patch, Int3)
+	}
+	return patch, nil
+}
+
 // deadPadding reports whether code, the bytes at addr right after an
 // unconditional transfer, starts with alignment padding: nops (0x90,
-// 0f 1f /0, with 66 or segment prefixes) or int3s running up to the next
-// 16-byte boundary, at most 15 bytes. It returns the padding's length.
+// 0f 1f /0, with 66 or segment prefixes) or int3s running up to an
+// 8-byte boundary (the last one before the next 16-byte boundary the
+// run reaches), at most 15 bytes. It returns the padding's length.
 // Compilers and linkers fill the space before an aligned function or
-// label so; nothing jumps into it (the label follows it).
+// label so (.p2align 3 and 4); nothing jumps into it (the label follows
+// it). A nop that crosses the 16-byte boundary is not padding.
 func deadPadding(code []byte, addr uint64) (int, bool) {
-	n := 0
-	for (addr+uint64(n))%16 != 0 {
-		if n >= len(code) || n >= 15 {
-			return 0, false
-		}
-		if code[n] == Int3 {
-			n++
-			continue
-		}
-		in, err := DecodeInsn(code[n:], addr+uint64(n))
-		if err != nil || !in.IsNop() {
-			return 0, false
-		}
-		n += in.Len
+	toBoundary := int(16 - addr%16)
+	if toBoundary == 16 {
+		return 0, false
 	}
-	return n, n > 0
+	n, best := 0, 0
+	for n < toBoundary {
+		if n >= len(code) {
+			break
+		}
+		step := 1
+		if code[n] != Int3 {
+			in, err := DecodeInsn(code[n:], addr+uint64(n))
+			if err != nil || !in.IsNop() {
+				break
+			}
+			step = in.Len
+		}
+		if n += step; n > toBoundary {
+			return 0, false
+		}
+		if (addr+uint64(n))%8 == 0 {
+			best = n
+		}
+	}
+	return best, best > 0
 }

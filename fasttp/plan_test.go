@@ -176,6 +176,8 @@ func TestPlanSiteDeadPadding(t *testing.T) {
 		{"pop; ret; xchg ax,ax; nop", 0x40100b, code([]byte{0x5b, 0xc3, 0x66, 0x90, 0x90}), []int{1, 1}, []int{1}, 3},
 		{"jmp rel8; int3 x3", 0x40100b, code([]byte{0xeb, 0x10, 0xcc, 0xcc, 0xcc}), []int{2}, nil, 3},
 		{"jmp *rax; cs nopw", 0x401004, code([]byte{0xff, 0xe0, 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0, 0, 0, 0, 0}), []int{2}, nil, 3},
+		{"pop; ret; nopl to an 8-byte boundary", 0x401002, code([]byte{0x5b, 0xc3, 0x0f, 0x1f, 0x40, 0x00}), []int{1, 1}, []int{1}, 3},
+		{"ret; a nopl crossing the 16-byte boundary", 0x40100b, code([]byte{0x31, 0xc0, 0xc3}, nopl), nil, nil, -1},
 		{"ret, nops, then code before the boundary", 0x40100b, code([]byte{0xc3, 0x90, 0x90, 0x53, 0x90}), nil, nil, -1},
 		{"ret at the boundary's edge", 0x40100f, code([]byte{0xc3}), nil, nil, -1},
 		{"ret, padding too short", 0x40100d, code([]byte{0xc3, 0x90, 0x90}), nil, nil, -1},

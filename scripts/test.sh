@@ -59,6 +59,7 @@ fuzz jit FuzzCompile 200000x
 fuzz fasttp FuzzParseLane 500000x
 fuzz fasttp FuzzDecodeInsn 500000x
 fuzz fasttp FuzzPlanSite 300000x
+fuzz fasttp FuzzSiteCandidates 300000x
 fuzz fasttp FuzzNextMatch 500000x
 fuzz fasttp FuzzParseMaps 500000x
 fuzz inferior FuzzParseMaps 500000x

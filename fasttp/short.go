@@ -1,0 +1,108 @@
+package fasttp
+
+import "fmt"
+
+// ShortJumpLen is the length of the `jmp rel8` a short-jump site gets.
+const ShortJumpLen = 2
+
+// ShortReach is the farthest a `jmp rel8` goes forward: 127 bytes after
+// its end.
+const ShortReach = 127
+
+// ShortCodeLen is how many bytes from the site ShortSite needs to see all
+// the padding a short jump can reach.
+const ShortCodeLen = ShortJumpLen + ShortReach + JumpLen + 16
+
+// ShortSite plans a short jump at addr (E9Patch's neighbour tactic, with
+// alignment padding as the neighbour): the first instruction, of 2 bytes
+// or more (or a 1-byte ret followed by padding), becomes a `jmp rel8` to
+// a slot of JumpLen dead bytes further on — the nops or int3s after a
+// ret or jmp up to a 16-byte boundary (deadPadding), which nothing
+// executes — and the slot holds the `jmp rel32` to the pad. Nothing
+// traps and the next instructions keep their bytes; the pad goes in an
+// arena (no forced bytes). code holds the bytes from addr (ShortCodeLen
+// suffice; fewer limit the reach).
+//
+// The slot is found by decoding forward from addr. The first ret or jmp
+// reached by falling through from addr is certainly an instruction; later
+// ones (after a label) count only when isCode vouches for them, so that
+// "padding" is never the middle of something else.
+func ShortSite(code []byte, addr uint64, isCode CodeOracle) (Site, error) {
+	sites, err := ShortSites(code, addr, isCode)
+	if err != nil {
+		return Site{}, err
+	}
+	return sites[0], nil
+}
+
+// ShortSites returns ShortSite's site with every slot the padding within
+// reach holds (JumpLen bytes each, nearest first), so that tracepoints
+// nearby can share it.
+func ShortSites(code []byte, addr uint64, isCode CodeOracle) ([]Site, error) {
+	refuse := func(why string, args ...any) ([]Site, error) {
+		return nil, fmt.Errorf("plan site %#x: %w: "+why, append([]any{addr, ErrSiteRefused}, args...)...)
+	}
+	in, err := DecodeInsn(code, addr)
+	if err != nil {
+		return refuse("%w", err)
+	}
+	if _, err := RelocateInsn(in, in.Addr); err != nil {
+		return refuse("%w", err)
+	}
+	s := Site{Addr: addr, Insns: []Insn{in}, Covered: in.Len}
+	if in.Len < ShortJumpLen {
+		n, ok := deadPadding(code[in.Len:], in.Next())
+		if in.Kind != KindRet || !ok || n < ShortJumpLen-in.Len {
+			return refuse("a %d-byte instruction not followed by padding", in.Len)
+		}
+		s.Covered, s.Dead = ShortJumpLen, ShortJumpLen-in.Len
+	}
+	if in.RelSize > 0 && in.Target > addr && in.Target < addr+uint64(s.Covered) {
+		return refuse("the %v targets %#x inside the short jump", in.Kind, in.Target)
+	}
+	slots := findSlots(code, addr, s.Covered, isCode)
+	if len(slots) == 0 {
+		return refuse("no %d bytes of padding within a short jump's reach", JumpLen)
+	}
+	out := make([]Site, len(slots))
+	for i, slot := range slots {
+		out[i] = s
+		out[i].Slot = slot
+	}
+	return out, nil
+}
+
+// findSlots returns the addresses of JumpLen bytes of padding after a
+// ret or jmp, at or after addr+covered and within a short jump's reach
+// of addr, in order (see ShortSite).
+func findSlots(code []byte, addr uint64, covered int, isCode CodeOracle) []uint64 {
+	var slots []uint64
+	limit := ShortJumpLen + ShortReach // the slot's start, at most
+	fellThrough := true                // every instruction so far follows addr's
+	for off := 0; off <= limit && off < len(code); {
+		in, err := DecodeInsn(code[off:], addr+uint64(off))
+		if err != nil {
+			return slots
+		}
+		off += in.Len
+		switch in.Kind {
+		case KindJmpRel8, KindJmpRel32, KindRet, KindIndirectJmp:
+		default:
+			continue
+		}
+		certain := fellThrough || (isCode != nil && isCode(in.Addr))
+		fellThrough = false
+		n, ok := deadPadding(code[off:], addr+uint64(off))
+		if !ok {
+			if !certain {
+				return slots // the decode may be off from here on
+			}
+			continue
+		}
+		for start := max(off, covered); certain && off+n-start >= JumpLen && start <= limit; start += JumpLen {
+			slots = append(slots, addr+uint64(start))
+		}
+		off += n
+	}
+	return slots
+}
