@@ -146,7 +146,9 @@ func (r *Report) function(fn fasttp.Function, free []fasttp.Range, targets map[u
 			r.Entries++
 		}
 		off := in.Addr - fn.Addr
-		site, err := placeSite(fn.Code[off:], in.Addr, free, isCode)
+		back := append(append([]byte(nil), fn.Before...), fn.Code[:off]...)
+		back = back[len(back)-min(len(back), fasttp.ShortBackLen):]
+		site, err := placeSite(back, fn.Code[off:], in.Addr, free, isCode)
 		if err != nil {
 			r.trap(in.Addr, err)
 			continue
@@ -198,8 +200,8 @@ func (r *Report) function(fn fasttp.Function, free []fasttp.Range, targets map[u
 
 // placeSite plans the jump at addr as the installer does: the first of
 // fasttp.SiteCandidates that gets a pad address.
-func placeSite(code []byte, addr uint64, free []fasttp.Range, isCode fasttp.CodeOracle) (fasttp.Site, error) {
-	cands, err := fasttp.SiteCandidates(code, addr, isCode)
+func placeSite(back, code []byte, addr uint64, free []fasttp.Range, isCode fasttp.CodeOracle) (fasttp.Site, error) {
+	cands, err := fasttp.SiteCandidates(back, code, addr, isCode)
 	if err != nil {
 		return fasttp.Site{}, err
 	}

@@ -97,9 +97,7 @@ func (in *Installer) placeHeldBack() {
 // mayPlaceAgain reports whether the bytes tp's jump would cover hold no
 // gdb breakpoint and no stopped thread (after their first byte).
 func (in *Installer) mayPlaceAgain(tp *tracing.Tracepoint) bool {
-	code := make([]byte, ShortCodeLen)
-	n, _ := in.proc.ReadMemory(tp.Addr, code)
-	cands, err := SiteCandidates(code[:n], tp.Addr, in.codeOracle())
+	cands, err := in.siteCandidates(tp.Addr)
 	if err != nil {
 		return true // installJump says why, once more
 	}

@@ -14,10 +14,13 @@ import (
 )
 
 // Function is a function symbol's code: Size bytes from Addr, and up to
-// 20 bytes after them (a jump near the end covers the next bytes).
+// ShortCodeLen bytes after them (a jump near the end covers the next
+// bytes, a short jump reaches padding there); Before holds up to
+// ShortBackLen bytes before Addr in the same segment.
 type Function struct {
 	Addr, Size uint64
 	Code       []byte
+	Before     []byte
 }
 
 // ELFFunctions returns the code of every sized function symbol of f in
@@ -56,8 +59,9 @@ func ELFFunctions(f *elf.File, base uint64) ([]Function, error) {
 			continue
 		}
 		seen[s.Value] = true
-		end := min(uint64(len(data)), off+s.Size+20)
-		out = append(out, Function{Addr: base + s.Value, Size: s.Size, Code: data[off:end:end]})
+		end := min(uint64(len(data)), off+s.Size+ShortCodeLen)
+		from := off - min(off, ShortBackLen)
+		out = append(out, Function{Addr: base + s.Value, Size: s.Size, Code: data[off:end:end], Before: data[from:off:off]})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Addr < out[j].Addr })
 	return out, nil
@@ -91,14 +95,25 @@ func DecodeFunction(fn Function) (insns []Insn, stuck uint64, stuckErr error) {
 
 // codeMap answers CodeOracle questions about one process: addr starts
 // an instruction when the linear decode of the function symbol holding
-// it (in the ELF file mapped there) has an instruction there. Files
-// and decoded functions are cached; a file without symbols vouches for
+// it (in the ELF file mapped there) has an instruction there. The memory
+// map (read again when an address is in none of its files), files and
+// decoded functions are cached; a file without symbols vouches for
 // nothing.
 type codeMap struct {
 	pid   int
 	mu    sync.Mutex
+	maps  []fileMapping
 	files map[string][]Function      // by path, at link addresses
 	keys  map[string]map[uint64]bool // instruction starts by "path@function address"
+}
+
+// fileMapping is a mapping of a file in the process.
+type fileMapping struct {
+	start, end, off uint64
+	path            string
+	bias            uint64 // address minus link address
+	biasKnown       bool   // bias was computed (biasOK says whether it could be)
+	biasOK          bool
 }
 
 func newCodeMap(pid int) *codeMap {
@@ -107,12 +122,12 @@ func newCodeMap(pid int) *codeMap {
 
 // insnStart reports whether addr is known to start an instruction.
 func (m *codeMap) insnStart(addr uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	path, bias, ok := m.mappingOf(addr)
 	if !ok {
 		return false
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	funcs, ok := m.files[path]
 	if !ok {
 		funcs = readFunctions(path)
@@ -152,13 +167,38 @@ func readFunctions(path string) []Function {
 	return funcs
 }
 
-// mappingOf finds the file mapped at addr and the load bias (address
-// minus link address) of that mapping.
+// mappingOf finds the file mapped at addr and the load bias of that
+// mapping, reading the memory map again when addr is in none cached.
 func (m *codeMap) mappingOf(addr uint64) (path string, bias uint64, ok bool) {
-	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", m.pid))
-	if err != nil {
-		return "", 0, false
+	find := func() *fileMapping {
+		for i := range m.maps {
+			if mp := &m.maps[i]; addr >= mp.start && addr < mp.end {
+				return mp
+			}
+		}
+		return nil
 	}
+	mp := find()
+	if mp == nil {
+		m.maps = readFileMappings(m.pid)
+		if mp = find(); mp == nil {
+			return "", 0, false
+		}
+	}
+	if !mp.biasKnown {
+		mp.bias, mp.biasOK = loadBias(mp.path, mp.start, mp.off)
+		mp.biasKnown = true
+	}
+	return mp.path, mp.bias, mp.biasOK
+}
+
+// readFileMappings returns the file mappings in /proc/PID/maps.
+func readFileMappings(pid int) []fileMapping {
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return nil
+	}
+	var out []fileMapping
 	sc := bufio.NewScanner(bytes.NewReader(maps))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
@@ -169,14 +209,11 @@ func (m *codeMap) mappingOf(addr uint64) (path string, bias uint64, ok bool) {
 		start, err1 := strconv.ParseUint(lo, 16, 64)
 		end, err2 := strconv.ParseUint(hi, 16, 64)
 		off, err3 := strconv.ParseUint(f[2], 16, 64)
-		if err1 != nil || err2 != nil || err3 != nil || addr < start || addr >= end {
-			continue
+		if err1 == nil && err2 == nil && err3 == nil {
+			out = append(out, fileMapping{start: start, end: end, off: off, path: strings.Join(f[5:], " ")})
 		}
-		path = strings.Join(f[5:], " ")
-		b, ok := loadBias(path, start, off)
-		return path, b, ok
 	}
-	return "", 0, false
+	return out
 }
 
 // loadBias is the bias of the file at path mapped at start from file

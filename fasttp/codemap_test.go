@@ -28,7 +28,10 @@ func TestCodeMapInsnStart(t *testing.T) {
 			if f := strings.Fields(line); len(f) >= 6 && strings.Contains(f[5], "libc.so") && strings.Contains(f[1], "x") {
 				lo, _, _ := strings.Cut(f[0], "-")
 				var ok bool
-				if libc, bias, ok = m.mappingOf(mustHex(t, lo)); !ok {
+				m.mu.Lock()
+				libc, bias, ok = m.mappingOf(mustHex(t, lo))
+				m.mu.Unlock()
+				if !ok {
 					t.Fatalf("no load bias for %s", line)
 				}
 			}

@@ -42,11 +42,11 @@
 // that address is taken, the short jump (ShortSites, E9Patch's
 // neighbour tactic with padding as the neighbour): the first
 // instruction, of 2 bytes or more, becomes a `jmp rel8` to a slot of 5
-// dead bytes in the alignment padding after a ret or jmp further on
-// (within 129 bytes), which holds the `jmp rel32` to the pad; nothing
-// traps and no other instruction changes; padding after a label counts
-// only where a CodeOracle vouches for the ret or jmp before it, and a
-// slot is used by one tracepoint at a time. Then the successor eviction
+// dead bytes in the alignment padding after a ret or jmp within 129
+// bytes ahead or 128 behind, which holds the `jmp rel32` to the pad;
+// nothing traps and no other instruction changes; padding after a label
+// or behind the site counts only where a CodeOracle vouches for the ret
+// or jmp before it, and a slot is used by one tracepoint at a time. Then the successor eviction
 // (EvictSite, E9Patch's tactic too): when the next instruction takes a plain jump of its own,
 // it gets one, to a trampoline (TrampolineSize bytes of its own page)
 // that runs it relocated and jumps back after it, and the first

@@ -548,12 +548,7 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	if err != nil {
 		return err
 	}
-	code := make([]byte, ShortCodeLen)
-	n, err := in.proc.ReadMemory(tp.Addr, code)
-	if n < 16 {
-		return fmt.Errorf("reading the code: %w", err)
-	}
-	cands, err := SiteCandidates(code[:n], tp.Addr, in.codeOracle())
+	cands, err := in.siteCandidates(tp.Addr)
 	if err != nil {
 		return err
 	}
@@ -710,6 +705,22 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	in.bySlot[slot] = s
 	in.setActiveLocked(true)
 	return nil
+}
+
+// siteCandidates reads the code at addr (ShortCodeLen bytes, at least
+// 16) and the ShortBackLen bytes before it (left out when unreadable)
+// and lists the shapes a jump there may take (SiteCandidates).
+func (in *Installer) siteCandidates(addr uint64) ([]Site, error) {
+	code := make([]byte, ShortCodeLen)
+	n, err := in.proc.ReadMemory(addr, code)
+	if n < 16 {
+		return nil, fmt.Errorf("reading the code: %w", err)
+	}
+	back := make([]byte, ShortBackLen)
+	if m, _ := in.proc.ReadMemory(addr-ShortBackLen, back); m != len(back) {
+		back = nil
+	}
+	return SiteCandidates(back, code[:n], addr, in.codeOracle())
 }
 
 // writeTrampoline writes an evicting site's trampoline: the evicted

@@ -174,7 +174,10 @@ func PaddedSites(code []byte, s Site) []Site {
 // prefix-padded variants (PaddedSites). The caller takes the first that
 // gets a pad address. The error is PlanSite's when there is no
 // candidate.
-func SiteCandidates(code []byte, addr uint64, isCode CodeOracle) ([]Site, error) {
+//
+// back holds the bytes just before addr (for short jumps backward; nil
+// is fine).
+func SiteCandidates(back, code []byte, addr uint64, isCode CodeOracle) ([]Site, error) {
 	site, err := PlanSite(code, addr)
 	if err == nil && len(site.Puns) == 0 {
 		return []Site{site}, nil
@@ -183,7 +186,7 @@ func SiteCandidates(code []byte, addr uint64, isCode CodeOracle) ([]Site, error)
 	if k, kerr := KeepSite(code, addr); kerr == nil {
 		out = append(out, k)
 	}
-	if sh, serr := ShortSites(code, addr, isCode); serr == nil {
+	if sh, serr := ShortSites(back, code, addr, isCode); serr == nil {
 		out = append(out, sh...)
 	}
 	if e, eerr := EvictSite(code, addr, isCode); eerr == nil {
@@ -330,7 +333,7 @@ func (s Site) PatchBytes(pad uint64) ([]byte, error) {
 // the slot, then int3 filler.
 func (s Site) shortBytes() ([]byte, error) {
 	d := int64(s.Slot) - int64(s.Addr+ShortJumpLen)
-	if d < 0 || d > ShortReach || s.Covered < ShortJumpLen {
+	if d < -128 || d > ShortReach || s.Covered < ShortJumpLen {
 		return nil, fmt.Errorf("patch for %#x: slot %#x out of a short jump's reach", s.Addr, s.Slot)
 	}
 	patch := []byte{0xeb, byte(d)}

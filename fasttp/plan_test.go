@@ -340,21 +340,21 @@ func TestKeepSite(t *testing.T) {
 // successor-preserving pun, the int3 pun, then its padded variants.
 func TestSiteCandidates(t *testing.T) {
 	plain := []byte{0x48, 0x8b, 0x05, 0x10, 0, 0, 0, 0x90, 0x90, 0x90, 0x90}
-	c, err := SiteCandidates(plain, 0x401000, nil)
+	c, err := SiteCandidates(nil, plain, 0x401000, nil)
 	if err != nil || len(c) != 1 || c[0].Keep != 0 || len(c[0].Puns) != 0 {
 		t.Fatalf("plain: %+v, %v", c, err)
 	}
 	short := []byte{0x48, 0x83, 0xec, 0x20, 0x48, 0x89, 0xe5, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90}
-	c, err = SiteCandidates(short, 0x401000, nil)
+	c, err = SiteCandidates(nil, short, 0x401000, nil)
 	if err != nil || len(c) != 5 || c[0].Keep != 1 || len(c[1].Puns) != 1 || c[1].Prefix != 0 || c[2].Prefix != 1 || c[4].Prefix != 3 {
 		t.Fatalf("short first instruction: %d candidates, %v", len(c), err)
 	}
 	ret := []byte{0xc3, 0x55, 0x48, 0x89, 0xe5, 0x90}
-	c, err = SiteCandidates(ret, 0x401003, nil) // code after the ret, no padding
+	c, err = SiteCandidates(nil, ret, 0x401003, nil) // code after the ret, no padding
 	if err != nil || len(c) != 1 || c[0].Keep != 4 {
 		t.Fatalf("ret then code: %+v, %v", c, err)
 	}
-	if _, err := SiteCandidates([]byte{0xcc, 0x90, 0x90, 0x90, 0x90, 0x90}, 0x401000, nil); !errors.Is(err, ErrSiteRefused) {
+	if _, err := SiteCandidates(nil, []byte{0xcc, 0x90, 0x90, 0x90, 0x90, 0x90}, 0x401000, nil); !errors.Is(err, ErrSiteRefused) {
 		t.Fatalf("int3: %v", err)
 	}
 }

@@ -10,8 +10,13 @@ const ShortJumpLen = 2
 const ShortReach = 127
 
 // ShortCodeLen is how many bytes from the site ShortSite needs to see all
-// the padding a short jump can reach.
+// the padding a short jump can reach forward.
 const ShortCodeLen = ShortJumpLen + ShortReach + JumpLen + 16
+
+// ShortBackLen is how many bytes before the site ShortSites needs to see
+// all the padding a short jump can reach backward (128 bytes before its
+// end), with the ret or jmp before it.
+const ShortBackLen = 128 - ShortJumpLen + 2*MaxInsnLen
 
 // ShortSite plans a short jump at addr (E9Patch's neighbour tactic, with
 // alignment padding as the neighbour): the first instruction, of 2 bytes
@@ -28,7 +33,7 @@ const ShortCodeLen = ShortJumpLen + ShortReach + JumpLen + 16
 // ones (after a label) count only when isCode vouches for them, so that
 // "padding" is never the middle of something else.
 func ShortSite(code []byte, addr uint64, isCode CodeOracle) (Site, error) {
-	sites, err := ShortSites(code, addr, isCode)
+	sites, err := ShortSites(nil, code, addr, isCode)
 	if err != nil {
 		return Site{}, err
 	}
@@ -36,9 +41,11 @@ func ShortSite(code []byte, addr uint64, isCode CodeOracle) (Site, error) {
 }
 
 // ShortSites returns ShortSite's site with every slot the padding within
-// reach holds (JumpLen bytes each, nearest first), so that tracepoints
-// nearby can share it.
-func ShortSites(code []byte, addr uint64, isCode CodeOracle) ([]Site, error) {
+// reach holds (JumpLen bytes each): forward ones first, then backward
+// ones in back, the bytes just before addr (ShortBackLen suffice), where
+// the ret or jmp the padding follows must be vouched for by isCode (code
+// cannot be decoded backwards). Tracepoints nearby share the padding.
+func ShortSites(back, code []byte, addr uint64, isCode CodeOracle) ([]Site, error) {
 	refuse := func(why string, args ...any) ([]Site, error) {
 		return nil, fmt.Errorf("plan site %#x: %w: "+why, append([]any{addr, ErrSiteRefused}, args...)...)
 	}
@@ -60,7 +67,7 @@ func ShortSites(code []byte, addr uint64, isCode CodeOracle) ([]Site, error) {
 	if in.RelSize > 0 && in.Target > addr && in.Target < addr+uint64(s.Covered) {
 		return refuse("the %v targets %#x inside the short jump", in.Kind, in.Target)
 	}
-	slots := findSlots(code, addr, s.Covered, isCode)
+	slots := append(findSlots(code, addr, s.Covered, isCode), backSlots(back, code, addr, isCode)...)
 	if len(slots) == 0 {
 		return refuse("no %d bytes of padding within a short jump's reach", JumpLen)
 	}
@@ -103,6 +110,43 @@ func findSlots(code []byte, addr uint64, covered int, isCode CodeOracle) []uint6
 			slots = append(slots, addr+uint64(start))
 		}
 		off += n
+	}
+	return slots
+}
+
+// backSlots returns the addresses of JumpLen bytes of padding before
+// addr (back holds the bytes before it) that a short jump at addr
+// reaches, nearest first: padding after a ret or jmp isCode vouches
+// for, ending at or before addr.
+func backSlots(back, code []byte, addr uint64, isCode CodeOracle) []uint64 {
+	if isCode == nil || len(back) == 0 {
+		return nil
+	}
+	start := addr - uint64(len(back))
+	buf := append(append([]byte(nil), back...), code[:min(len(code), 16)]...)
+	lowest := addr + ShortJumpLen - 128 // a rel8's farthest reach back
+	var slots []uint64
+	for p := len(back) - 1; p >= 0; p-- {
+		at := start + uint64(p)
+		if !isCode(at) {
+			continue
+		}
+		in, err := DecodeInsn(buf[p:], at)
+		if err != nil || p+in.Len > len(back) {
+			continue
+		}
+		switch in.Kind {
+		case KindJmpRel8, KindJmpRel32, KindRet, KindIndirectJmp:
+		default:
+			continue
+		}
+		end := p + in.Len
+		n, ok := deadPadding(buf[end:], start+uint64(end))
+		for s := end; ok && s+JumpLen <= end+n; s += JumpLen {
+			if slot := start + uint64(s); slot >= lowest && slot+JumpLen <= addr {
+				slots = append(slots, slot)
+			}
+		}
 	}
 	return slots
 }

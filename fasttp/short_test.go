@@ -90,7 +90,7 @@ func TestShortSite(t *testing.T) {
 // two tracepoints nearby can both take a short jump there.
 func TestShortSitesShareThePadding(t *testing.T) {
 	code := []byte{0x41, 0x5e, 0xc3, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0xb8, 1, 0, 0, 0, 0xc3}
-	sites, err := ShortSites(code, 0x401000, nil)
+	sites, err := ShortSites(nil, code, 0x401000, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,17 +114,20 @@ func FuzzSiteCandidates(f *testing.F) {
 		{0xeb, 0x10, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc},
 		{0x31, 0xc0, 0xe8, 1, 2, 3, 4, 0xc3},
 	} {
-		f.Add(seed, uint64(0x401000), true)
+		f.Add(seed, uint64(0x401000), true, uint8(0))
 	}
-	f.Fuzz(func(t *testing.T, code []byte, addr uint64, vouch bool) {
+	f.Add([]byte{0xc3, 0x0f, 0x1f, 0x44, 0, 0, 0x90, 0x90, 0x90, 0x41, 0x5e, 0x5b, 0xc3}, uint64(0x401009), true, uint8(9))
+	f.Fuzz(func(t *testing.T, code []byte, addr uint64, vouch bool, backLen uint8) {
 		if addr > 1<<46 || addr < 1<<20 {
 			return
 		}
+		back := code[:min(int(backLen), len(code))]
+		code = code[len(back):]
 		var isCode CodeOracle
 		if vouch {
 			isCode = func(uint64) bool { return true }
 		}
-		cands, err := SiteCandidates(code, addr, isCode)
+		cands, err := SiteCandidates(back, code, addr, isCode)
 		if err != nil {
 			return
 		}
@@ -148,6 +151,12 @@ func FuzzSiteCandidates(f *testing.F) {
 			if s.Slot == 0 {
 				if s.Evicted == nil && s.Prefix == 0 && jumpTarget(patch, 0, addr) != pad {
 					t.Fatalf("% x does not jump to the pad %#x", patch, pad)
+				}
+				continue
+			}
+			if s.Slot < addr {
+				if s.Slot+JumpLen > addr || s.Slot+128 < addr+ShortJumpLen || s.Slot < addr-uint64(len(back)) {
+					t.Fatalf("backward slot %#x for a short jump at %#x", s.Slot, addr)
 				}
 				continue
 			}
@@ -197,4 +206,31 @@ func inPadding(code []byte, addr uint64, off int) bool {
 		}
 	}
 	return false
+}
+
+// TestShortSitesBackward: padding before the site, after a ret the
+// oracle vouches for, takes a short jump backward; without the oracle
+// nothing before the site counts.
+func TestShortSitesBackward(t *testing.T) {
+	back := []byte{0xc3, 0x0f, 0x1f, 0x44, 0, 0, 0x90, 0x90, 0x55} // ret; nopl; nop; nop | push rbp
+	code := []byte{0x41, 0x5e, 0x5b, 0xc3}                         // pop r14; pop rbx; ret
+	const addr = 0x401009
+	isCode := func(a uint64) bool { return a == 0x401000 || a == 0x401008 || a >= addr }
+	sites, err := ShortSites(back, code, addr, isCode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sites) != 1 || sites[0].Slot != 0x401001 {
+		t.Fatalf("%d sites, first slot %#x; want one, at 0x401001", len(sites), sites[0].Slot)
+	}
+	patch, err := sites[0].PatchBytes(0x500000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if patch[0] != 0xeb || int8(patch[1]) != -10 {
+		t.Errorf("short jump % x, want eb f6 (back to 0x401001)", patch)
+	}
+	if _, err := ShortSites(back, code, addr, nil); !errors.Is(err, ErrSiteRefused) {
+		t.Errorf("without an oracle: %v, want a refusal", err)
+	}
 }
