@@ -94,7 +94,7 @@ func mapEvictPads(t *testing.T, mem []byte, base uint64, site Site, padSize uint
 
 // mapPageAt maps two pages from the one holding at (a pad may cross
 // into the next); false if something is there.
-func mapPageAt(t *testing.T, mem []byte, base, at uint64) bool {
+func mapPageAt(t testing.TB, mem []byte, base, at uint64) bool {
 	t.Helper()
 	page := at &^ 4095
 	hint := unsafe.Add(unsafe.Pointer(&mem[0]), int64(page-base))

@@ -175,7 +175,7 @@ const relocBlobHex = "" +
 	"0000000000000000000000000000000000000000000000000000000000000000488d0477c3c300000000000000000000"
 
 // mapRWX maps anonymous read-write-execute memory for the test.
-func mapRWX(t *testing.T, size int) []byte {
+func mapRWX(t testing.TB, size int) []byte {
 	t.Helper()
 	mem, err := unix.Mmap(-1, 0, size, unix.PROT_READ|unix.PROT_WRITE|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANON)
 	if err != nil {

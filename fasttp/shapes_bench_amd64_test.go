@@ -1,0 +1,105 @@
+package fasttp
+
+import (
+	"os"
+	"testing"
+	"unsafe"
+)
+
+// shapeFn is a function of a few instructions followed by padding and a
+// a ret (GNU as, intel syntax), at a 16-byte aligned address; the
+// successor-preserving jump keeps b8 80 ff, a pad 8 MB below:
+//
+//	xor eax, eax        // 31 c0          +0  (2 bytes: short, kept, evict)
+//	mov eax, 0xff80     // b8 80 ff 00 00 +2  (5 bytes: plain)
+//	add eax, edi        // 01 f8          +7
+//	ret                 // c3             +9
+//	nop x6              // 90 ...         +10 (padding to +16)
+var shapeFn = []byte{0x31, 0xc0, 0xb8, 0x80, 0xff, 0, 0, 0x01, 0xf8, 0xc3, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0xc3}
+
+// BenchmarkShapes measures what each jump shape adds to a call of
+// shapeFn: its pad here is only the relocated instructions and the jump
+// back (no tracing), so the difference to "unpatched" is the shape's
+// own jumps (jit's BenchmarkPadHit measures what a pad does on a hit).
+func BenchmarkShapes(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		off  uint64
+		plan func(code []byte, addr uint64) (Site, error)
+	}{
+		{"unpatched", 0, nil},
+		{"plain jump at the mov", 2, PlanSite},
+		{"successor-preserving at the xor", 0, func(c []byte, a uint64) (Site, error) { return KeepSite(c, a) }},
+		{"short jump at the xor", 0, func(c []byte, a uint64) (Site, error) { return ShortSite(c, a, nil) }},
+		{"evicting jump at the xor", 0, func(c []byte, a uint64) (Site, error) { return EvictSite(c, a, nil) }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			mem := mapRWX(b, 4096)
+			base := uint64(uintptr(unsafe.Pointer(&mem[0])))
+			copy(mem, shapeFn)
+			if tc.plan != nil {
+				patchShape(b, mem, base, tc.off, tc.plan)
+			}
+			if got := callNative(uintptr(base), 41, 0); got != 0xff80+41 {
+				b.Fatalf("f(41) = %d", got)
+			}
+			for b.Loop() {
+				callNative(uintptr(base), 41, 0)
+			}
+		})
+	}
+}
+
+// patchShape plans the shape at base+off, maps its pad (and trampoline)
+// where they must go, writes the relocated code there and the patch.
+func patchShape(b *testing.B, mem []byte, base, off uint64, plan func([]byte, uint64) (Site, error)) {
+	addr := base + off
+	site, err := plan(mem[off:off+32], addr)
+	if err != nil {
+		b.Skipf("no such shape here: %v", err)
+	}
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		b.Skip(err)
+	}
+	mapped, _ := ParseMaps(maps)
+	// Keep a page clear around mem: the pad pages must not touch it.
+	mapped = append(mapped, Range{base - 4096, base + 8192})
+	pad, tramp, err := FindPadAddrs(site, FreeRanges(mapped, 1<<20, 0x7ffffffff000), 256)
+	if err != nil {
+		b.Skipf("no pad address: %v", err)
+	}
+	for _, at := range []uint64{pad, tramp} {
+		if at != 0 && !mapPageAt(b, mem, base, at) {
+			b.Skipf("the page at %#x was taken meanwhile", at)
+		}
+	}
+	write := func(at uint64, code []byte) {
+		copy(unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(&mem[0]), int64(at-base))), len(code)), code)
+	}
+	code, _, err := RelocateRun(site.Insns, pad, site.Resume())
+	if err != nil {
+		b.Fatal(err)
+	}
+	write(pad, code)
+	if e := site.Evicted; e != nil {
+		site.Tramp = tramp
+		tc, _, err := RelocateRun(e.Insns, tramp, e.Resume())
+		if err != nil {
+			b.Fatal(err)
+		}
+		write(tramp, tc)
+	}
+	if site.Slot != 0 {
+		slot, err := site.SlotBytes(pad)
+		if err != nil {
+			b.Fatal(err)
+		}
+		write(site.Slot, slot)
+	}
+	patch, err := site.PatchBytes(pad)
+	if err != nil {
+		b.Fatal(err)
+	}
+	write(addr, patch)
+}
