@@ -708,19 +708,24 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 }
 
 // siteCandidates reads the code at addr (ShortCodeLen bytes, at least
-// 16) and the ShortBackLen bytes before it (left out when unreadable)
-// and lists the shapes a jump there may take (SiteCandidates).
+// 16) and, unless a plain jump fits, the ShortBackLen bytes before it
+// (left out when unreadable), and lists the shapes a jump there may take
+// (SiteCandidates).
 func (in *Installer) siteCandidates(addr uint64) ([]Site, error) {
 	code := make([]byte, ShortCodeLen)
 	n, err := in.proc.ReadMemory(addr, code)
 	if n < 16 {
 		return nil, fmt.Errorf("reading the code: %w", err)
 	}
+	code = code[:n]
+	if site, err := PlanSite(code, addr); err == nil && len(site.Puns) == 0 {
+		return []Site{site}, nil // a plain jump: nothing more to read
+	}
 	back := make([]byte, ShortBackLen)
 	if m, _ := in.proc.ReadMemory(addr-ShortBackLen, back); m != len(back) {
 		back = nil
 	}
-	return SiteCandidates(back, code[:n], addr, in.codeOracle())
+	return SiteCandidates(back, code, addr, in.codeOracle())
 }
 
 // writeTrampoline writes an evicting site's trampoline: the evicted
