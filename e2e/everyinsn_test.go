@@ -7,12 +7,9 @@ import (
 	"testing"
 )
 
-// everyInsnScript is gdb Python run in one session on testdata/everyinsn.c
-// stopped at round_done: for every instruction of the functions named, it
-// puts one tracepoint of the kind given (trace or ftrace) there, runs one
-// round of the program (tstart, continue to round_done, tstop) and prints
-// "RESULT kind address frames sum placement".
-const everyInsnScript = `python
+// insnsPython defines insns(name) in gdb's Python: the addresses of the
+// instructions of the function named.
+const insnsPython = `python
 import re
 def insns(name):
     addr = int(gdb.parse_and_eval("(long)&" + name))
@@ -21,7 +18,14 @@ def insns(name):
         b = b.superblock
     arch = gdb.selected_frame().architecture()
     return [i["addr"] for i in arch.disassemble(b.start, b.end - 1)]
+end`
 
+// everyInsnScript is gdb Python run in one session on testdata/everyinsn.c
+// stopped at round_done: for every instruction of the functions named, it
+// puts one tracepoint of the kind given (trace or ftrace) there, runs one
+// round of the program (tstart, continue to round_done, tstop) and prints
+// "RESULT kind address frames sum placement".
+const everyInsnScript = `python
 def one(kind, addr):
     gdb.execute("%s *%d" % (kind, addr), to_string=True)
     gdb.execute("tstart", to_string=True)
@@ -65,21 +69,33 @@ func TestFastTraceEveryInstruction(t *testing.T) {
 	}
 }
 
-func everyInstruction(t *testing.T, prog string, prefixed bool) {
+// everyInsnSession runs script (gdb Python using insns, with FUNCTIONS
+// replaced by three functions of testdata/everyinsn.c) in a session on
+// prog stopped at round_done; it returns gdb's output and the round's
+// sum untraced ("" when missing: the test has failed).
+func everyInsnSession(t *testing.T, prog, script string) (out, sum string) {
 	stub := startStub(t, []string{"--once"}, prog, "100000")
-	script := strings.Join([]string{
+	out = runGDB(t, gdbSession{program: prog, commands: []string{strings.Join([]string{
 		"target remote " + stub.target(),
 		"break round_done",
 		"continue",
 		`print sum`,
-		strings.Replace(everyInsnScript, "FUNCTIONS", `("leaf", "dispatch", "work")`, 1),
+		insnsPython,
+		strings.Replace(script, "FUNCTIONS", `("leaf", "dispatch", "work")`, 1),
 		"kill",
-	}, "\n")
-	out := runGDB(t, gdbSession{program: prog, commands: []string{script}})
-	ref := mustMatch(t, out, `\$1 = (-?\d+)`)
-	if ref == nil {
+	}, "\n")}})
+	if ref := mustMatch(t, out, `\$1 = (-?\d+)`); ref != nil {
+		sum = ref[1]
+	}
+	return out, sum
+}
+
+func everyInstruction(t *testing.T, prog string, prefixed bool) {
+	out, sum := everyInsnSession(t, prog, everyInsnScript)
+	if sum == "" {
 		return
 	}
+	ref := []string{"", sum}
 	type result struct {
 		frames int
 		sum    string
@@ -173,22 +189,11 @@ end`
 // there, and the program must compute what it computes untraced.
 func TestFastTraceAllAtOnce(t *testing.T) {
 	prog := buildC(t, t.TempDir()+"/everyinsn", []string{"everyinsn.c"}, "-O2", "-no-pie")
-	stub := startStub(t, []string{"--once"}, prog, "100000")
-	fns := `("leaf", "dispatch", "work")`
-	script := strings.Join([]string{
-		"target remote " + stub.target(),
-		"break round_done",
-		"continue",
-		`print sum`,
-		strings.Replace(everyInsnScript[:strings.Index(everyInsnScript, "for fn in FUNCTIONS")], "python\n", "python\n", 1) + "end",
-		strings.Replace(allAtOnceScript, "FUNCTIONS", fns, 1),
-		"kill",
-	}, "\n")
-	out := runGDB(t, gdbSession{program: prog, commands: []string{script}})
-	ref := mustMatch(t, out, `\$1 = (-?\d+)`)
-	if ref == nil {
+	out, sum := everyInsnSession(t, prog, allAtOnceScript)
+	if sum == "" {
 		return
 	}
+	ref := []string{"", sum}
 	hits := map[string]map[string]string{"trace": {}, "ftrace": {}}
 	for _, m := range regexp.MustCompile(`(?m)^HITS (\w+) (0x[0-9a-f]+) (\d+) (-?\d+)$`).FindAllStringSubmatch(out, -1) {
 		hits[m[1]][m[2]] = m[3]
