@@ -227,12 +227,18 @@ func overwritesTarget(site fasttp.Site, targets map[uint64]bool) bool {
 			return true // the slot was not dead padding after all
 		}
 	}
-	for off := 1; off < site.Footprint(); off++ {
+	end := site.Footprint()
+	if e := site.Evicted; e != nil {
+		// The evicted instruction's jump is judged as its own site (its
+		// head is a valid entry, its kept bytes unchanged).
+		if overwritesTarget(*e, targets) {
+			return true
+		}
+		end = site.Covered
+	}
+	for off := 1; off < end; off++ {
 		if !targets[site.Addr+uint64(off)] {
 			continue
-		}
-		if site.Evicted != nil && off == site.Covered {
-			continue // the evicted instruction's own jump starts there
 		}
 		if _, pun := site.Forced[off-site.Prefix-1]; !pun || off <= site.Prefix {
 			return true

@@ -2,6 +2,7 @@ package fasttp
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 )
 
@@ -27,7 +28,9 @@ const TrampolineSize = 128
 // trampoline; I0's pad returns to I1 the same way.
 //
 // I1 must take a plain jump (5 bytes or more, or ending in the padding
-// after a ret or jmp: PlanSite with no puns). When I0 is an
+// after a ret or jmp: PlanSite with no puns) or else a
+// successor-preserving one (KeepSite), whose kept bytes then fix the
+// top of its displacement. When I0 is an
 // unconditional transfer, the bytes after it are written only if isCode
 // vouches for addr and for I1 (they could be data, or another
 // function's bytes nobody disassembled).
@@ -53,13 +56,21 @@ func EvictSite(code []byte, addr uint64, isCode CodeOracle) (Site, error) {
 		}
 	}
 	succ, err := planSite(code[in.Len:], next, 0)
-	if err != nil {
-		return refuse("the next instruction cannot take a jump of its own: %w", err)
-	}
-	if len(succ.Puns) > 0 {
-		return refuse("the next instruction at %#x is shorter than a jump", next)
+	if err != nil || len(succ.Puns) > 0 {
+		// A successor-preserving jump of its own keeps the bytes after
+		// it: its displacement's top bytes are fixed by them.
+		if succ, err = KeepSite(code[in.Len:], next); err != nil {
+			return refuse("the next instruction cannot take a jump of its own: %w", err)
+		}
 	}
 	s := Site{Addr: addr, Insns: []Insn{in}, Covered: in.Len, Forced: map[int]byte{in.Len - 1: 0xe9}, Evicted: &succ}
+	for idx, v := range succ.Forced {
+		// The evicted jump's fixed displacement bytes that lie inside
+		// the first jump fix its bytes too.
+		if at := in.Len + idx; at <= 3 {
+			s.Forced[at] = v
+		}
+	}
 	if in.RelSize > 0 && in.Target > addr && in.Target < addr+uint64(s.Footprint()) && in.Target != next {
 		return refuse("the %v targets %#x inside the jumps", in.Kind, in.Target)
 	}
@@ -82,9 +93,9 @@ func FindEvictAddrs(s Site, free []Range, padSize uint64) (pad, tramp uint64, er
 	for _, p := range padCandidates(s, free, padSize, evictSamples, maxEvictTries) {
 		rel := uint32(p - s.JumpEnd())
 		e := *s.Evicted
-		e.Forced = map[int]byte{}
+		e.Forced = maps.Clone(s.Evicted.Forced)
 		for i := 0; i < JumpLen-1-l; i++ {
-			e.Forced[i] = byte(rel >> (8 * (l + i)))
+			e.Forced[i] = byte(rel >> (8 * (l + i))) // kept bytes agree (s.Forced)
 		}
 		taken := Range{p &^ 4095, (p + padSize + 4095) &^ 4095}
 		t, err := FindPadAddr(e, withoutRange(free, taken), TrampolineSize)
