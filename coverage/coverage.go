@@ -63,8 +63,11 @@ type Report struct {
 	// instruction jumps to a trampoline); not in Plain or Punned.
 	Evicted int `json:"evicted"`
 	// Short counts short jumps to a slot in nearby padding
-	// (fasttp.ShortSite); not in Plain or Punned.
+	// (fasttp.ShortSite); Neighbour, short jumps to a slot inside a
+	// neighbour instruction evicted to a trampoline; neither is in Plain
+	// or Punned.
 	Short                   int    `json:"short"`
+	Neighbour               int    `json:"neighbour"`
 	BranchTargetOverwritten int    `json:"branch_target_overwritten"`
 	Entries                 int    `json:"entries"`
 	EntryJump               int    `json:"entry_jump"`
@@ -174,6 +177,10 @@ func (r *Report) function(fn fasttp.Function, free []fasttp.Range, targets map[u
 			r.Evicted++
 			continue
 		}
+		if site.Host != nil {
+			r.Neighbour++
+			continue
+		}
 		if site.Slot != 0 {
 			r.Short++
 			continue
@@ -226,6 +233,9 @@ func overwritesTarget(site fasttp.Site, targets map[uint64]bool) bool {
 		if targets[a] {
 			return true // the slot was not dead padding after all
 		}
+	}
+	if h := site.Host; h != nil && overwritesTarget(*h, targets) {
+		return true
 	}
 	end := site.Footprint()
 	if e := site.Evicted; e != nil {

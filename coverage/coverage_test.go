@@ -55,7 +55,7 @@ func TestFile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.Jump+len(r.Traps) != r.Instructions || r.Plain+r.Kept+r.Short+r.Evicted+r.Punned != r.Jump || r.EntryJump > r.Entries || r.Entries < 3 {
+			if r.Jump+len(r.Traps) != r.Instructions || r.Plain+r.Kept+r.Short+r.Neighbour+r.Evicted+r.Punned != r.Jump || r.EntryJump > r.Entries || r.Entries < 3 {
 				t.Fatalf("inconsistent report %+v", r)
 			}
 			trapAt := map[uint64]string{}

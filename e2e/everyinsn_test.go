@@ -48,23 +48,28 @@ end`
 // loops, calls, a leaf, ret sites), one at a time: with a fast tracepoint
 // the program computes what it computes untraced, and each one counts as
 // many hits as a trap tracepoint at the same address (issue 9, item 5).
-// The non-PIE build sits at low addresses, where most punned jumps need
-// prefixes (fasttp.PaddedSites) to find a pad.
+// The non-PIE build sits at low addresses, where most int3-punned jumps
+// need prefixes (fasttp.PaddedSites) to find a pad; --ftrace-shapes
+// makes one run use them.
 func TestFastTraceEveryInstruction(t *testing.T) {
 	if isGdbserver(stubPath(t)) {
 		t.Skip("gotpstub's monitor command")
 	}
 	for _, c := range []struct {
-		name     string
-		flags    []string
-		prefixed bool // some jumps must have prefixes
+		name   string
+		flags  []string
+		shapes string // --ftrace-shapes
+		want   []string
 	}{
-		{"pie", []string{"-O2"}, false},
-		{"nopie", []string{"-O2", "-no-pie"}, true},
+		{"pie", []string{"-O2"}, "all", []string{"evicting", "short"}},
+		{"nopie", []string{"-O2", "-no-pie"}, "all", []string{"evicting", "short"}},
+		// Without short jumps and eviction, the int3 puns and their
+		// prefixed variants (PaddedSites) are used, and must work too.
+		{"nopie, int3 puns", []string{"-O2", "-no-pie"}, "plain,kept,int3", []string{"prefixed", "int3"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			prog := buildC(t, t.TempDir()+"/everyinsn", []string{"everyinsn.c"}, c.flags...)
-			everyInstruction(t, prog, c.prefixed)
+			everyInstruction(t, prog, "--ftrace-shapes="+c.shapes, c.want)
 		})
 	}
 }
@@ -73,8 +78,8 @@ func TestFastTraceEveryInstruction(t *testing.T) {
 // replaced by three functions of testdata/everyinsn.c) in a session on
 // prog stopped at round_done; it returns gdb's output and the round's
 // sum untraced ("" when missing: the test has failed).
-func everyInsnSession(t *testing.T, prog, script string) (out, sum string) {
-	stub := startStub(t, []string{"--once"}, prog, "100000")
+func everyInsnSession(t *testing.T, prog, flag, script string) (out, sum string) {
+	stub := startStub(t, []string{"--once", flag}, prog, "100000")
 	out = runGDB(t, gdbSession{program: prog, commands: []string{strings.Join([]string{
 		"target remote " + stub.target(),
 		"break round_done",
@@ -90,8 +95,11 @@ func everyInsnSession(t *testing.T, prog, script string) (out, sum string) {
 	return out, sum
 }
 
-func everyInstruction(t *testing.T, prog string, prefixed bool) {
-	out, sum := everyInsnSession(t, prog, everyInsnScript)
+// everyInstruction runs everyInsnScript on prog with the stub flag given
+// and checks the results; want names the kinds of jumps that must occur
+// (evicting, short, prefixed, int3).
+func everyInstruction(t *testing.T, prog, flag string, want []string) {
+	out, sum := everyInsnSession(t, prog, flag, everyInsnScript)
 	if sum == "" {
 		return
 	}
@@ -111,7 +119,8 @@ func everyInstruction(t *testing.T, prog string, prefixed bool) {
 	if len(fast) < 60 || len(fast) != len(traps) {
 		t.Fatalf("%d fast and %d trap results, want the same number (at least 60)", len(fast), len(traps))
 	}
-	jumps, hit, withPrefix, evicting, short := 0, 0, 0, 0, 0
+	jumps, hit := 0, 0
+	kinds := map[string]int{}
 	for addr, f := range fast {
 		tr := traps[addr]
 		if f.sum != ref[1] || tr.sum != ref[1] {
@@ -120,14 +129,10 @@ func everyInstruction(t *testing.T, prog string, prefixed bool) {
 		if f.frames != tr.frames {
 			t.Errorf("%s: %d frames with ftrace (%s), %d with trace", addr, f.frames, f.placed, tr.frames)
 		}
-		if strings.Contains(f.placed, " prefix bytes") {
-			withPrefix++
-		}
-		if strings.Contains(f.placed, "evicting jump") {
-			evicting++
-		}
-		if strings.Contains(f.placed, "short jump") {
-			short++
+		for kind, marker := range map[string]string{"prefixed": " prefix bytes", "evicting": "evicting jump", "short": "short jump", "int3": "int3 at covered heads"} {
+			if strings.Contains(f.placed, marker) {
+				kinds[kind]++
+			}
 		}
 		if strings.Contains(f.placed, " jump over ") {
 			jumps++
@@ -136,12 +141,11 @@ func everyInstruction(t *testing.T, prog string, prefixed bool) {
 			}
 		}
 	}
-	t.Logf("%d instructions: %d with a jump (%d of them executed in a round, %d with prefixes, %d evicting the next instruction, %d short jumps to padding)", len(fast), jumps, hit, withPrefix, evicting, short)
-	if prefixed && withPrefix == 0 {
-		t.Error("no jump with prefixes: the test does not exercise them")
-	}
-	if evicting == 0 || short == 0 {
-		t.Errorf("%d evicting and %d short jumps: the test does not exercise both tactics", evicting, short)
+	t.Logf("%d instructions: %d with a jump (%d of them executed in a round; %v)", len(fast), jumps, hit, kinds)
+	for _, kind := range want {
+		if kinds[kind] == 0 {
+			t.Errorf("no %s jump: the test does not exercise them", kind)
+		}
 	}
 	if jumps < len(fast)*3/4 || hit < 20 {
 		t.Errorf("only %d of %d instructions got a jump (%d executed): the test would not exercise jumps", jumps, len(fast), hit)
@@ -189,7 +193,7 @@ end`
 // there, and the program must compute what it computes untraced.
 func TestFastTraceAllAtOnce(t *testing.T) {
 	prog := buildC(t, t.TempDir()+"/everyinsn", []string{"everyinsn.c"}, "-O2", "-no-pie")
-	out, sum := everyInsnSession(t, prog, allAtOnceScript)
+	out, sum := everyInsnSession(t, prog, "--ftrace-shapes=all", allAtOnceScript)
 	if sum == "" {
 		return
 	}

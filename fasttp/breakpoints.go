@@ -111,6 +111,11 @@ func (in *Installer) mayPlaceAgain(tp *tracing.Tracepoint) bool {
 	if _, ok := in.breakInside(tp.Addr, uint64(site.Footprint())); ok {
 		return false
 	}
+	if at, n := secondPatch(site); n > 0 {
+		if _, ok := in.breakInside(at-1, n+1); ok {
+			return false
+		}
+	}
 	inside := false
 	err = in.proc.RelocatePCs(func(_ int, pc uint64) (uint64, bool) {
 		inside = inside || (pc > tp.Addr && pc < end)

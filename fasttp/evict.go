@@ -235,11 +235,16 @@ func withoutRange(free []Range, r Range) []Range {
 }
 
 // FindPadAddrs returns the pad address for site (FindPadAddr) and, for
-// an evicting site, its trampoline's (FindEvictAddrs; 0 otherwise).
+// an evicting site (FindEvictAddrs) or a short jump into a neighbour,
+// the trampoline's (0 otherwise).
 func FindPadAddrs(site Site, free []Range, size uint64) (pad, tramp uint64, err error) {
 	if site.Evicted != nil {
 		return FindEvictAddrs(site, free, size)
 	}
-	pad, err = FindPadAddr(site, free, size)
-	return pad, 0, err
+	if pad, err = FindPadAddr(site, free, size); err != nil || site.Host == nil {
+		return pad, 0, err
+	}
+	taken := Range{pad &^ 4095, (pad + size + 4095) &^ 4095}
+	tramp, err = FindPadAddr(*site.Host, withoutRange(free, taken), TrampolineSize)
+	return pad, tramp, err
 }

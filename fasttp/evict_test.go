@@ -2,6 +2,7 @@ package fasttp
 
 import (
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -89,5 +90,31 @@ func TestWithoutRange(t *testing.T) {
 	want := []Range{{0, 50}, {250, 300}}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("withoutRange = %v, want %v", got, want)
+	}
+}
+
+func TestParseShapes(t *testing.T) {
+	got, err := ParseShapes("plain, int3")
+	if err != nil || len(got) != 2 || !got[ShapePlain] || !got[ShapeInt3] {
+		t.Fatalf("ParseShapes(plain, int3) = %v, %v", got, err)
+	}
+	if all, err := ParseShapes("all"); err != nil || len(all) != 5 {
+		t.Fatalf("ParseShapes(all) = %v, %v", all, err)
+	}
+	if _, err := ParseShapes("plain,bogus"); err == nil {
+		t.Fatal("ParseShapes accepted an unknown shape")
+	}
+	code := []byte{0x48, 0x83, 0xec, 0x20, 0x48, 0x89, 0xe5, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90}
+	cands, err := SiteCandidates(nil, code, 0x401000, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shapes []Shape
+	for _, c := range cands {
+		shapes = append(shapes, c.Shape())
+	}
+	want := []Shape{ShapeKept, ShapeEvict, ShapeInt3, ShapeInt3, ShapeInt3, ShapeInt3}
+	if !slices.Equal(shapes, want) {
+		t.Errorf("shapes %v, want %v", shapes, want)
 	}
 }

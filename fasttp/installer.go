@@ -74,6 +74,7 @@ type Installer struct {
 	heldBack map[*tracing.Tracepoint]*jumpSite // fast tracepoints that are traps because of a breakpoint in their bytes, with the jump taken out (nil: never placed)
 	hookMem  memory                            // the stopped thread's memory while a hook runs
 	code     *codeMap                          // which bytes are instructions (codeOracle)
+	shapes   map[Shape]bool                    // the jump shapes allowed (SetShapes; nil: all)
 	// async is set while the drainer goroutine feeds the engine: the
 	// process may be running, so removals wait for Flush.
 	async bool
@@ -358,9 +359,11 @@ func (in *Installer) conflictLocked(site Site) bool {
 	n := uint64(site.Footprint())
 	_, brk := in.breakInsideLocked(site.Addr, n)
 	if site.Slot != 0 {
-		// The slot in the padding: nothing else may be there at all.
-		_, inSlot := in.breakInsideLocked(site.Slot-1, JumpLen+1)
-		brk = brk || inSlot || in.trapsWithinLocked(site.Slot, JumpLen) || len(in.jumpsCoveringLocked(site.Slot, JumpLen)) > 0
+		// The slot (and the neighbour holding it): nothing else may be
+		// there at all.
+		at, n := secondPatch(site)
+		_, inSlot := in.breakInsideLocked(at-1, n+1)
+		brk = brk || inSlot || in.trapsWithinLocked(at, n) || len(in.jumpsCoveringLocked(at, n)) > 0
 	}
 	return brk || in.trapsWithinLocked(site.Addr, n) || len(in.jumpsCoveringLocked(site.Addr, n)) > 0
 }
@@ -493,23 +496,45 @@ func (in *Installer) unpatch(s *jumpSite) error {
 		return fmt.Errorf("fast tracepoint %d at %#x: removing the jump: %w", s.tp.Num, s.tp.Addr, err)
 	}
 	if slot := s.site.Slot; slot != 0 {
-		if err := in.proc.RemovePatch(slot); err != nil {
+		if err := in.proc.RemovePatch(slotPatchAddr(s.site)); err != nil {
 			return fmt.Errorf("fast tracepoint %d at %#x: removing the jump in the padding at %#x: %w", s.tp.Num, s.tp.Addr, slot, err)
 		}
 	}
 	return nil
 }
 
+// secondPatch is where a short-jump site's second patch goes: its slot,
+// or the neighbour holding it (n is 0 for other sites).
+func secondPatch(site Site) (at, n uint64) {
+	switch {
+	case site.Host != nil:
+		return site.Host.Addr, uint64(site.Host.Footprint())
+	case site.Slot != 0:
+		return site.Slot, JumpLen
+	}
+	return 0, 0
+}
+
+// slotPatchAddr is the address of a short-jump site's second patch.
+func slotPatchAddr(site Site) uint64 {
+	at, _ := secondPatch(site)
+	return at
+}
+
 // writeJump writes site's jump to the pad at pad: for a short-jump site
 // the slot's jump first (in dead padding), then the short jump.
 func (in *Installer) writeJump(site Site, pad uint64) error {
+	slotAt := slotPatchAddr(site)
 	if site.Slot != 0 {
 		b, err := site.SlotBytes(pad)
+		if site.Host != nil {
+			b, err = site.HostBytes(pad)
+		}
 		if err != nil {
 			return err
 		}
-		if err := in.proc.InsertPatch(site.Slot, b); err != nil {
-			return fmt.Errorf("writing the jump in the padding at %#x: %w", site.Slot, err)
+		if err := in.proc.InsertPatch(slotAt, b); err != nil {
+			return fmt.Errorf("writing the jump to the pad at %#x: %w", site.Slot, err)
 		}
 	}
 	jmp, err := site.PatchBytes(pad)
@@ -517,7 +542,7 @@ func (in *Installer) writeJump(site Site, pad uint64) error {
 		err = in.proc.InsertPatch(site.Addr, jmp)
 	}
 	if err != nil && site.Slot != 0 {
-		_ = in.proc.RemovePatch(site.Slot)
+		_ = in.proc.RemovePatch(slotAt)
 	}
 	if err != nil {
 		return fmt.Errorf("writing the jump: %w", err)
@@ -719,19 +744,27 @@ func (in *Installer) siteCandidates(addr uint64) ([]Site, error) {
 	}
 	code = code[:n]
 	if site, err := PlanSite(code, addr); err == nil && len(site.Puns) == 0 {
-		return []Site{site}, nil // a plain jump: nothing more to read
+		return in.allowedShapes([]Site{site}) // nothing more to read
 	}
 	back := make([]byte, ShortBackLen)
 	if m, _ := in.proc.ReadMemory(addr-ShortBackLen, back); m != len(back) {
 		back = nil
 	}
-	return SiteCandidates(back, code, addr, in.codeOracle())
+	cands, err := SiteCandidates(back, code, addr, in.codeOracle())
+	if err != nil {
+		return nil, err
+	}
+	return in.allowedShapes(cands)
 }
 
-// writeTrampoline writes an evicting site's trampoline: the evicted
+// writeTrampoline writes the trampoline of an evicting site's next
+// instruction, or of the neighbour holding a short jump's slot: the
 // instructions relocated, then a jump back after them.
 func (in *Installer) writeTrampoline(site Site) error {
 	e := site.Evicted
+	if e == nil {
+		e = site.Host
+	}
 	if e == nil {
 		return nil
 	}
@@ -765,6 +798,9 @@ func (in *Installer) placeLocked(cands []Site, sizeFor func(Site) uint64) (Site,
 		var err error
 		if len(c.Forced) == 0 {
 			base, err = in.arenaSpaceLocked(c.Addr, sizeFor(c))
+			if err == nil && c.Host != nil {
+				c.Tramp, err = in.arenaSpaceLocked(c.Host.Addr, TrampolineSize)
+			}
 		} else {
 			base, c.Tramp, err = in.punnedPadAddr(c, sizeFor(c))
 		}

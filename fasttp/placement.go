@@ -97,7 +97,10 @@ func (in *Installer) placement(tp *tracing.Tracepoint) string {
 		if s.site.Keep > 0 {
 			heads += fmt.Sprintf(", keeps %d bytes of the next instructions", s.site.Keep)
 		}
-		if s.site.Slot != 0 {
+		switch {
+		case s.site.Host != nil:
+			heads += fmt.Sprintf(", to a jump at %#x inside the instruction at %#x, which jumps to a trampoline at %#x", s.site.Slot, s.site.Host.Addr, s.site.Tramp)
+		case s.site.Slot != 0:
 			heads += fmt.Sprintf(", to a jump in the padding at %#x", s.site.Slot)
 		}
 		if e := s.site.Evicted; e != nil {

@@ -73,6 +73,10 @@ type Site struct {
 	// JumpLen bytes of dead padding holding the `jmp rel32` to the pad;
 	// the Covered bytes at Addr hold a `jmp rel8` to it. 0 otherwise.
 	Slot uint64
+	// Host is, for a short-jump site whose slot lies in a neighbour
+	// instruction (hostSites), that neighbour's plain jump to its
+	// trampoline at Tramp; the slot follows that jump.
+	Host *Site
 }
 
 // PadPrefix is the redundant prefix of a padded jump: a DS segment
@@ -114,7 +118,26 @@ func (s Site) Overlaps(addr, n uint64) bool {
 	if s.Slot != 0 && s.Slot < addr+n && addr < s.Slot+JumpLen {
 		return true
 	}
+	if s.Host != nil && s.Host.Overlaps(addr, n) {
+		return true
+	}
 	return s.Addr < addr+n && addr < s.Addr+uint64(s.Footprint())
+}
+
+// HostBytes returns what a short-jump site whose slot lies in a
+// neighbour writes over that neighbour: its jump to the trampoline at
+// Tramp, then the slot's jump to pad, then int3 filler.
+func (s Site) HostBytes(pad uint64) ([]byte, error) {
+	b, err := s.Host.PatchBytes(s.Tramp)
+	if err != nil {
+		return nil, fmt.Errorf("neighbour of %#x: %w", s.Addr, err)
+	}
+	slot, err := s.SlotBytes(pad)
+	if err != nil {
+		return nil, err
+	}
+	copy(b[s.Slot-s.Host.Addr:], slot)
+	return b, nil
 }
 
 // SlotBytes returns the `jmp rel32` to pad a short-jump site writes at

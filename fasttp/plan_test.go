@@ -337,7 +337,8 @@ func TestKeepSite(t *testing.T) {
 }
 
 // SiteCandidates orders the shapes: a plain jump alone; else the
-// successor-preserving pun, the int3 pun, then its padded variants.
+// successor-preserving pun, the eviction (here the next instruction
+// keeps the nops after it), the int3 pun, then its padded variants.
 func TestSiteCandidates(t *testing.T) {
 	plain := []byte{0x48, 0x8b, 0x05, 0x10, 0, 0, 0, 0x90, 0x90, 0x90, 0x90}
 	c, err := SiteCandidates(nil, plain, 0x401000, nil)
@@ -346,7 +347,8 @@ func TestSiteCandidates(t *testing.T) {
 	}
 	short := []byte{0x48, 0x83, 0xec, 0x20, 0x48, 0x89, 0xe5, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90}
 	c, err = SiteCandidates(nil, short, 0x401000, nil)
-	if err != nil || len(c) != 5 || c[0].Keep != 1 || len(c[1].Puns) != 1 || c[1].Prefix != 0 || c[2].Prefix != 1 || c[4].Prefix != 3 {
+	if err != nil || len(c) != 6 || c[0].Keep != 1 || c[1].Evicted == nil || c[1].Evicted.Keep == 0 ||
+		len(c[2].Puns) != 1 || c[2].Prefix != 0 || c[3].Prefix != 1 || c[5].Prefix != 3 {
 		t.Fatalf("short first instruction: %d candidates, %v", len(c), err)
 	}
 	ret := []byte{0xc3, 0x55, 0x48, 0x89, 0xe5, 0x90}

@@ -68,15 +68,77 @@ func ShortSites(back, code []byte, addr uint64, isCode CodeOracle) ([]Site, erro
 		return refuse("the %v targets %#x inside the short jump", in.Kind, in.Target)
 	}
 	slots := append(findSlots(code, addr, s.Covered, isCode), backSlots(back, code, addr, isCode)...)
-	if len(slots) == 0 {
-		return refuse("no %d bytes of padding within a short jump's reach", JumpLen)
-	}
 	out := make([]Site, len(slots))
 	for i, slot := range slots {
 		out[i] = s
 		out[i].Slot = slot
 	}
+	for _, host := range hostSites(back, code, addr, s.Covered, isCode) {
+		h := host
+		v := s
+		v.Slot, v.Host = h.Addr+JumpLen, &h
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return refuse("no %d bytes of padding and no instruction of %d bytes within a short jump's reach", JumpLen, HostMinLen)
+	}
 	return out, nil
+}
+
+// HostMinLen is the shortest neighbour that can hold a slot: its own
+// jump, then the slot's.
+const HostMinLen = 2 * JumpLen
+
+// hostSites returns plain-jump sites of the instructions of HostMinLen
+// bytes or more around addr whose bytes after their own jump (the slot)
+// a short jump at addr reaches, outside its covered bytes: forward ones
+// found by decoding from addr (after a ret or jmp, vouched for by
+// isCode), then backward ones in back (vouched for by isCode). Evicted
+// to a trampoline by their own jump, such a neighbour lends the rest of
+// its bytes (E9Patch's neighbour eviction).
+func hostSites(back, code []byte, addr uint64, covered int, isCode CodeOracle) []Site {
+	var out []Site
+	consider := func(buf []byte, at uint64) {
+		slot := at + JumpLen
+		if slot+128 < addr+ShortJumpLen || slot > addr+ShortJumpLen+ShortReach {
+			return
+		}
+		h, err := planSite(buf, at, 0)
+		if err != nil || len(h.Puns) > 0 || h.Dead > 0 || h.Covered < HostMinLen ||
+			(at < addr+uint64(covered) && at+uint64(h.Covered) > addr) {
+			return
+		}
+		out = append(out, h)
+	}
+	fellThrough := true
+	for off := 0; off <= ShortJumpLen+ShortReach && off < len(code); {
+		in, err := DecodeInsn(code[off:], addr+uint64(off))
+		if err != nil || !(fellThrough || isCode != nil && isCode(in.Addr)) {
+			break
+		}
+		if in.Len >= HostMinLen && off >= covered {
+			consider(code[off:], in.Addr)
+		}
+		switch in.Kind {
+		case KindJmpRel8, KindJmpRel32, KindRet, KindIndirectJmp:
+			fellThrough = false
+		}
+		off += in.Len
+	}
+	if isCode == nil {
+		return out
+	}
+	start := addr - uint64(len(back))
+	for p := len(back) - HostMinLen; p >= 0; p-- {
+		at := start + uint64(p)
+		if !isCode(at) {
+			continue
+		}
+		if in, err := DecodeInsn(back[p:], at); err == nil && in.Len >= HostMinLen && p+in.Len <= len(back) {
+			consider(back[p:p+in.Len], at)
+		}
+	}
+	return out
 }
 
 // findSlots returns the addresses of JumpLen bytes of padding after a

@@ -154,6 +154,16 @@ func FuzzSiteCandidates(f *testing.F) {
 				}
 				continue
 			}
+			if h := s.Host; h != nil {
+				if s.Slot != h.Addr+JumpLen || h.Covered < HostMinLen || s.Tramp == 0 || (h.Addr < addr+uint64(s.Covered) && h.Addr+uint64(h.Covered) > addr) {
+					t.Fatalf("slot %#x in the neighbour %+v (trampoline %#x) of a short jump at %#x", s.Slot, h, s.Tramp, addr)
+				}
+				hb, err := s.HostBytes(pad)
+				if err != nil || jumpTarget(hb, 0, h.Addr) != s.Tramp || jumpTarget(hb, JumpLen, h.Addr) != pad {
+					t.Fatalf("neighbour bytes % x (%v)", hb, err)
+				}
+				continue
+			}
 			if s.Slot < addr {
 				if s.Slot+JumpLen > addr || s.Slot+128 < addr+ShortJumpLen || s.Slot < addr-uint64(len(back)) {
 					t.Fatalf("backward slot %#x for a short jump at %#x", s.Slot, addr)
@@ -232,5 +242,42 @@ func TestShortSitesBackward(t *testing.T) {
 	}
 	if _, err := ShortSites(back, code, addr, nil); !errors.Is(err, ErrSiteRefused) {
 		t.Errorf("without an oracle: %v, want a refusal", err)
+	}
+}
+
+// TestShortSiteIntoNeighbour: with no padding in reach, a short jump's
+// slot goes inside a neighbour of 10 bytes or more, which gets a jump
+// of its own to a trampoline and lends the rest of its bytes.
+func TestShortSiteIntoNeighbour(t *testing.T) {
+	// xor eax, eax; mov dword [rip+0x10], 0x2a (10 bytes); add eax, 1; pop rbx; push rbx
+	code := []byte{0x31, 0xc0, 0xc7, 0x05, 0x10, 0, 0, 0, 0x2a, 0, 0, 0, 0x83, 0xc0, 0x01, 0x5b, 0x53}
+	const addr = 0x401000
+	sites, err := ShortSites(nil, code, addr, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sites[0]
+	if s.Host == nil || s.Host.Addr != addr+2 || s.Slot != addr+7 || s.Host.Covered != 10 {
+		t.Fatalf("site %+v: want a slot at %#x in the neighbour at %#x", s, addr+7, addr+2)
+	}
+	free := []Range{{0x10000, 0x400000}, {0x500000, 0x7ffff000}}
+	pad, tramp, err := FindPadAddrs(s, free, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Tramp = tramp
+	host, err := s.HostBytes(pad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(host) != 10 || jumpTarget(host, 0, s.Host.Addr) != tramp || jumpTarget(host, 5, s.Host.Addr) != pad {
+		t.Errorf("neighbour bytes % x: want a jump to the trampoline %#x, then one to the pad %#x", host, tramp, pad)
+	}
+	patch, err := s.PatchBytes(pad)
+	if err != nil || patch[0] != 0xeb || addr+2+uint64(patch[1]) != s.Slot {
+		t.Errorf("short jump % x (%v) does not go to the slot %#x", patch, err, s.Slot)
+	}
+	if !s.Overlaps(addr+3, 1) || !s.Overlaps(addr+11, 1) || s.Overlaps(addr+12, 1) {
+		t.Errorf("Overlaps does not cover the neighbour exactly")
 	}
 }

@@ -54,6 +54,9 @@ type Config struct {
 	// TraceRingSize is the size of the ring fast tracepoints write to
 	// inside the inferior (--trace-ring-size); 0 means fasttp's default.
 	TraceRingSize uint64
+	// FtraceShapes restricts the jump shapes fast tracepoints may take
+	// (--ftrace-shapes); nil allows all.
+	FtraceShapes map[fasttp.Shape]bool
 	// Log receives debug messages (--debug); nil disables them.
 	Log io.Writer
 	// PacketLog receives the packet log (--remote-debug); nil disables it.
@@ -225,6 +228,7 @@ func (s *Server) setProcess(p *inferior.Process, attached bool) {
 	s.gThread, s.cThread = 0, 0
 	s.xfer = map[string][]byte{}
 	s.traps = fasttp.New(p, s.trace, trapfallback.New(p, s.trace), s.logf)
+	s.traps.SetShapes(s.cfg.FtraceShapes)
 	if s.cfg.TraceRingSize != 0 {
 		if err := s.traps.SetRingSize(s.cfg.TraceRingSize); err != nil {
 			s.logf("%v", err)

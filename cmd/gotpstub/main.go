@@ -95,6 +95,13 @@ Debug options:
                         default: four times gdb's trace-buffer-size, 8 to
                         32 MiB). A hit that finds its lane full is
                         dropped and counted in tstatus' notes.
+  --ftrace-shapes=LIST  Jump shapes fast tracepoints may take, comma-
+                        separated: plain, kept (successor-preserving
+                        pun), short (jmp rel8 to padding or into a
+                        neighbour), evict (the next instruction moved to
+                        a trampoline), int3 (int3s at covered heads), or
+                        all (the default). Without a fitting shape a fast
+                        tracepoint is a trap.
   --debug-format=OPTS   Accepted for compatibility.
   --disable-packet=OPT1[,OPT2,...]
                         Disable support for RSP packets or features.
@@ -135,6 +142,7 @@ type options struct {
 	disableRandomization           bool
 	disabled                       []string
 	traceRingSize                  uint64
+	ftraceShapes                   map[fasttp.Shape]bool
 	comm                           string
 	rest                           []string
 }
@@ -189,6 +197,12 @@ func parseArgs(args []string) (*options, error) {
 				return o, fmt.Errorf("%s: want a power of two between %d and %d bytes", a, fasttp.MinRingSize, 1<<30)
 			}
 			o.traceRingSize = n
+		case strings.HasPrefix(a, "--ftrace-shapes="):
+			shapes, err := fasttp.ParseShapes(strings.TrimPrefix(a, "--ftrace-shapes="))
+			if err != nil {
+				return o, fmt.Errorf("%s: %w", a, err)
+			}
+			o.ftraceShapes = shapes
 		case strings.HasPrefix(a, "--debug-file="):
 			o.debugFile = strings.TrimPrefix(a, "--debug-file=")
 		case a == "--disable-randomization":
@@ -299,6 +313,7 @@ func run(args []string) int {
 		NoSave:               o.noSave,
 		SaveDir:              o.saveDir,
 		TraceRingSize:        o.traceRingSize,
+		FtraceShapes:         o.ftraceShapes,
 		Progress:             os.Stderr,
 	}
 	if o.debug {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"gotpstub/fasttp"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -27,6 +28,8 @@ func TestParseArgs(t *testing.T) {
 		{args: []string{"--kill-on-stub-exit", ":1", "p"}, want: options{killOnStubExit: true, comm: ":1", rest: []string{"p"}, disableRandomization: true}},
 		{args: []string{"--trace-ring-size=0x100000", ":1", "p"}, want: options{traceRingSize: 1 << 20, comm: ":1", rest: []string{"p"}, disableRandomization: true}},
 		{args: []string{"--no-file-access", "--no-run-attach", "--no-tsave", "--tsave-dir=/tmp", "--multi", ":1"}, want: options{noFileAccess: true, noRunAttach: true, noSave: true, saveDir: "/tmp", multi: true, comm: ":1", rest: []string{}, disableRandomization: true}},
+		{args: []string{"--ftrace-shapes=plain,int3", ":1", "p"}, want: options{ftraceShapes: map[fasttp.Shape]bool{fasttp.ShapePlain: true, fasttp.ShapeInt3: true}, comm: ":1", rest: []string{"p"}, disableRandomization: true}},
+		{args: []string{"--ftrace-shapes=plain,wobbly", ":1", "p"}, wantErr: "unknown jump shape"},
 		{args: []string{"--tsave-dir=/nonexistent/dir", ":1", "p"}, wantErr: "not a directory"},
 		{args: []string{"--trace-ring-size=100", ":1", "p"}, wantErr: "power of two"},
 		{args: []string{"--trace-ring-size=4096", ":1", "p"}, wantErr: "between"},
