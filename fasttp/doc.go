@@ -46,9 +46,14 @@
 // bytes ahead or 128 behind, which holds the `jmp rel32` to the pad;
 // nothing traps and no other instruction changes; padding after a label
 // or behind the site counts only where a CodeOracle vouches for the ret
-// or jmp before it, and a slot is used by one tracepoint at a time. Then the successor eviction
-// (EvictSite, E9Patch's tactic too): when the next instruction takes a plain jump of its own,
-// it gets one, to a trampoline (TrampolineSize bytes of its own page)
+// or jmp before it, and a slot is used by one tracepoint at a time.
+// Without padding in reach, the slot may lie inside a neighbour of
+// HostMinLen bytes or more (Site.Host, E9Patch's neighbour eviction):
+// the neighbour gets a plain jump to a trampoline in an arena, and its
+// bytes after that jump hold the slot. Then the successor eviction
+// (EvictSite, E9Patch's tactic too): when the next instruction takes a
+// plain jump of its own (or else a successor-preserving one), it gets
+// one, to a trampoline (TrampolineSize bytes of its own page)
 // that runs it relocated and jumps back after it, and the first
 // instruction's jump is written over the first bytes of that second
 // jump — its displacement ends with 0xe9 and the second jump's low
@@ -70,6 +75,8 @@
 // prefix or the opcode (a thread arriving there would enter the jump).
 // Pads and their memory are never unmapped: a thread may still be inside
 // one after its tracepoint goes.
+//
+// --ftrace-shapes (SetShapes, Site.Shape) restricts the shapes used.
 //
 // Tracepoints near each other: installJump prefers the shapes whose
 // bytes hold no other tracepoint's address (Engine.Tracepoints) and
