@@ -22,8 +22,8 @@ const ShortBackLen = 128 - ShortJumpLen + 2*MaxInsnLen
 // alignment padding as the neighbour): the first instruction, of 2 bytes
 // or more (or a 1-byte ret followed by padding), becomes a `jmp rel8` to
 // a slot of JumpLen dead bytes further on — the nops or int3s after a
-// ret or jmp up to a 16-byte boundary (deadPadding), which nothing
-// executes — and the slot holds the `jmp rel32` to the pad. Nothing
+// ret or jmp up to an 8- or 16-byte boundary (deadPadding), which
+// nothing executes — and the slot holds the `jmp rel32` to the pad. Nothing
 // traps and the next instructions keep their bytes; the pad goes in an
 // arena (no forced bytes). code holds the bytes from addr (ShortCodeLen
 // suffice; fewer limit the reach).
@@ -40,11 +40,12 @@ func ShortSite(code []byte, addr uint64, isCode CodeOracle) (Site, error) {
 	return sites[0], nil
 }
 
-// ShortSites returns ShortSite's site with every slot the padding within
-// reach holds (JumpLen bytes each): forward ones first, then backward
-// ones in back, the bytes just before addr (ShortBackLen suffice), where
-// the ret or jmp the padding follows must be vouched for by isCode (code
-// cannot be decoded backwards). Tracepoints nearby share the padding.
+// ShortSites returns ShortSite's site with every slot within reach
+// (JumpLen bytes each): in padding forward, then in padding backward (in
+// back, the bytes just before addr: ShortBackLen suffice; the ret or jmp
+// the padding follows must be vouched for by isCode, as code cannot be
+// decoded backwards), then inside neighbours (hostSites). Tracepoints
+// nearby share the padding.
 func ShortSites(back, code []byte, addr uint64, isCode CodeOracle) ([]Site, error) {
 	refuse := func(why string, args ...any) ([]Site, error) {
 		return nil, fmt.Errorf("plan site %#x: %w: "+why, append([]any{addr, ErrSiteRefused}, args...)...)
