@@ -22,7 +22,6 @@ package coverage
 import (
 	"debug/elf"
 	"fmt"
-	"os"
 	"strings"
 
 	"gotpstub/fasttp"
@@ -112,9 +111,6 @@ func File(path string) (*Report, error) {
 	r := &Report{File: path, Reasons: map[string]int{}}
 	targets, starts := branchTargets(funcs)
 	isCode := func(addr uint64) bool { return starts[addr] }
-	if os.Getenv("COVERAGE_NO_ORACLE") != "" {
-		isCode = nil
-	}
 	for _, fn := range funcs {
 		r.function(fn, free, targets, isCode)
 	}
@@ -169,39 +165,39 @@ func (r *Report) function(fn fasttp.Function, free []fasttp.Range, targets map[u
 		if overwritesTarget(site, targets) {
 			r.BranchTargetOverwritten++
 		}
-		if site.Keep > 0 {
-			r.Kept++
-			continue
-		}
-		if site.Evicted != nil {
-			r.Evicted++
-			continue
-		}
-		if site.Host != nil {
-			r.Neighbour++
-			continue
-		}
-		if site.Slot != 0 {
-			r.Short++
-			continue
-		}
-		if len(site.Puns) == 0 {
-			r.Plain++
-			continue
-		}
-		r.Punned++
-		for _, p := range site.Puns {
-			if targets[in.Addr+uint64(p)] {
-				r.Int3AtBranchTarget++
-				break
-			}
-		}
+		r.count(site, targets)
 	}
 	if err != nil {
 		// The rest of the function could not be decoded: one trap for
 		// the place it stopped (its instructions are not counted).
 		r.Instructions++
 		r.trap(stuck, err)
+	}
+}
+
+// count adds the placed site to the count of its shape.
+func (r *Report) count(site fasttp.Site, targets map[uint64]bool) {
+	switch site.Shape() {
+	case fasttp.ShapePlain:
+		r.Plain++
+	case fasttp.ShapeKept:
+		r.Kept++
+	case fasttp.ShapeEvict:
+		r.Evicted++
+	case fasttp.ShapeShort:
+		if site.Host != nil {
+			r.Neighbour++
+		} else {
+			r.Short++
+		}
+	case fasttp.ShapeInt3:
+		r.Punned++
+		for _, p := range site.Puns {
+			if targets[site.Addr+uint64(p)] {
+				r.Int3AtBranchTarget++
+				break
+			}
+		}
 	}
 }
 

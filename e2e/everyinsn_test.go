@@ -216,7 +216,7 @@ func TestFastTraceAllAtOnce(t *testing.T) {
 	}
 	slots := map[string]int{}
 	jumps, short := 0, 0
-	for _, m := range regexp.MustCompile(`(?m)^PLACED tracepoint \d+ at 0x[0-9a-f]+: (?:plain|punned|successor-preserving|evicting|short) jump[^\n]*?(?:in the padding at (0x[0-9a-f]+))?$`).FindAllStringSubmatch(out, -1) {
+	for _, m := range regexp.MustCompile(`(?m)^PLACED tracepoint \d+ at 0x[0-9a-f]+: `+jumpShape+` jump[^\n]*?(?:in the padding at (0x[0-9a-f]+))?$`).FindAllStringSubmatch(out, -1) {
 		jumps++
 		if m[1] != "" {
 			short++

@@ -21,7 +21,11 @@ func fastSession(t *testing.T, prog string, progArgs []string, setup, done, afte
 
 // jumpPlaced matches the stub's log of a tracepoint placed as a jump
 // (after "tracepoint N at ADDR: ").
-var jumpPlaced = regexp.MustCompile(`^(plain|punned|successor-preserving|evicting|short) jump over `)
+var jumpPlaced = regexp.MustCompile(`^` + jumpShape + ` jump over `)
+
+// jumpShape matches the shape of a jump in the stub's placement lines
+// (monitor ftrace, --debug): one of fasttp's shape names.
+const jumpShape = `(?:plain|punned|successor-preserving|evicting|short)`
 
 // mustPlaceJump fails unless the stub placed tracepoint num as a jump pad.
 func mustPlaceJump(t *testing.T, stub *stubProcess, num int) {
@@ -569,7 +573,7 @@ tstart
 monitor ftrace
 tstop
 monitor ftrace`, "threads_done", "")
-	mustMatch(t, out, `tracepoint 2 at 0x[0-9a-f]+: (plain|punned|successor-preserving|evicting|short) jump over \d+ bytes \(\d+ instructions\), pad at 0x[0-9a-f]+ \(\d+ bytes\)`)
+	mustMatch(t, out, `tracepoint 2 at 0x[0-9a-f]+: `+jumpShape+` jump over \d+ bytes \(\d+ instructions\), pad at 0x[0-9a-f]+ \(\d+ bytes\)`)
 	mustMatch(t, out, `tracepoint 3 at 0x[0-9a-f]+: trap \(int3\) instead of a jump: [^\n]*trace state variable 1 `)
 	mustMatch(t, out, `tracepoint 4 at 0x[0-9a-f]+: trap \(int3\): gdb's trace`)
 	mustContain(t, out, "no tracepoint is installed")

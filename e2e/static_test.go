@@ -54,7 +54,7 @@ func TestStaticTracepoints(t *testing.T) {
 	}
 	mustContain(t, out, `Data: "args -4@`, "semaphore 0x")
 	for _, tp := range []string{"2", "3", "4"} {
-		mustMatch(t, out, `tracepoint `+tp+` at 0x[0-9a-f]+: (plain|punned|successor-preserving|evicting|short) jump over`)
+		mustMatch(t, out, `tracepoint `+tp+` at 0x[0-9a-f]+: `+jumpShape+` jump over`)
 	}
 	if n := framesCollected(t, out); n != 15 {
 		t.Errorf("%d frames, want 15 (5 ticks, 5 guarded probes, 5 mem)", n)
@@ -110,7 +110,7 @@ func TestStaticTracepointInPython(t *testing.T) {
 		"tfind start", "print $_sdata", "tfind", "print $_sdata", "tfind", "print $_sdata", "tfind", "print $_sdata")
 	mustMatch(t, out, `\d+\s+python:gc__start\s+n\s+0x[0-9a-f]+ `)
 	mustContain(t, out, `Data: "args -4@`, "semaphore 0x")
-	mustMatch(t, out, `tracepoint 2 at 0x[0-9a-f]+: (plain|punned|successor-preserving|evicting|short) jump over`)
+	mustMatch(t, out, `tracepoint 2 at 0x[0-9a-f]+: `+jumpShape+` jump over`)
 	if n := framesCollected(t, out); n != 4 {
 		t.Errorf("%d frames, want 4 (one per gc.collect)", n)
 	}
@@ -151,7 +151,7 @@ func TestStaticTracepointInSharedLibrary(t *testing.T) {
 		"tfind start", "print $_sdata", "tfind 2", "print $_sdata")
 	mustMatch(t, out, `\d+\s+libsdt:work\s+n\s+0x0*7f[0-9a-f]+ in lib_work`)
 	mustContain(t, out, `Data: "args -4@`, "semaphore 0x7")
-	mustMatch(t, out, `tracepoint 2 at 0x[0-9a-f]+: (plain|punned|successor-preserving|evicting|short) jump over`)
+	mustMatch(t, out, `tracepoint 2 at 0x[0-9a-f]+: `+jumpShape+` jump over`)
 	if n := framesCollected(t, out); n != 5 {
 		t.Errorf("%d frames, want 5", n)
 	}

@@ -197,7 +197,7 @@ func TestFastTraceLoopingConditionStopsRun(t *testing.T) {
 		t.Fatalf("program did not finish; stub output:\n%s", stub.output.String())
 	}
 	mustContain(t, stub.output.String(), "total hits 8000")
-	mustMatch(t, stub.output.String(), "tracepoint 9 at 0x"+addr+": (plain|punned|successor-preserving|evicting|short) jump over ")
+	mustMatch(t, stub.output.String(), "tracepoint 9 at 0x"+addr+": "+jumpShape+" jump over ")
 	mustMatch(t, out, `Trace stopped by an error \(fast tracepoint 9: too many backward jumps \(a loop\?\), tracepoint 9\)`)
 }
 

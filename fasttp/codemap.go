@@ -100,11 +100,17 @@ func DecodeFunction(fn Function) (insns []Insn, stuck uint64, stuckErr error) {
 // decoded functions are cached; a file without symbols vouches for
 // nothing.
 type codeMap struct {
-	pid   int
-	mu    sync.Mutex
-	maps  []fileMapping
-	files map[string][]Function      // by path, at link addresses
-	keys  map[string]map[uint64]bool // instruction starts by "path@function address"
+	pid    int
+	mu     sync.Mutex
+	maps   []fileMapping
+	files  map[string][]Function       // by path, at link addresses
+	starts map[funcKey]map[uint64]bool // each decoded function's instruction starts
+}
+
+// funcKey names a function: its file and link address.
+type funcKey struct {
+	path string
+	addr uint64
 }
 
 // fileMapping is a mapping of a file in the process.
@@ -117,7 +123,7 @@ type fileMapping struct {
 }
 
 func newCodeMap(pid int) *codeMap {
-	return &codeMap{pid: pid, files: map[string][]Function{}, keys: map[string]map[uint64]bool{}}
+	return &codeMap{pid: pid, files: map[string][]Function{}, starts: map[funcKey]map[uint64]bool{}}
 }
 
 // insnStart reports whether addr is known to start an instruction.
@@ -140,15 +146,15 @@ func (m *codeMap) insnStart(addr uint64) bool {
 		if v >= fn.Addr+fn.Size {
 			continue
 		}
-		key := fmt.Sprintf("%s@%#x", path, fn.Addr)
-		starts, ok := m.keys[key]
+		key := funcKey{path, fn.Addr}
+		starts, ok := m.starts[key]
 		if !ok {
 			starts = map[uint64]bool{}
 			insns, _, _ := DecodeFunction(fn)
 			for _, in := range insns {
 				starts[in.Addr] = true
 			}
-			m.keys[key] = starts
+			m.starts[key] = starts
 		}
 		return starts[v]
 	}

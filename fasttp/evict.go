@@ -49,11 +49,8 @@ func EvictSite(code []byte, addr uint64, isCode CodeOracle) (Site, error) {
 		return refuse("%w", err)
 	}
 	next := in.Next()
-	switch in.Kind {
-	case KindJmpRel8, KindJmpRel32, KindRet, KindIndirectJmp:
-		if isCode == nil || !isCode(addr) || !isCode(next) {
-			return refuse("the bytes after the %v are not known to be code", in.Kind)
-		}
+	if in.NoFallThrough() && (isCode == nil || !isCode(addr) || !isCode(next)) {
+		return refuse("the bytes after the %v are not known to be code", in.Kind)
 	}
 	succ, err := planSite(code[in.Len:], next, 0)
 	if err != nil || len(succ.Puns) > 0 {
@@ -97,8 +94,7 @@ func FindEvictAddrs(s Site, free []Range, padSize uint64) (pad, tramp uint64, er
 		for i := 0; i < JumpLen-1-l; i++ {
 			e.Forced[i] = byte(rel >> (8 * (l + i))) // kept bytes agree (s.Forced)
 		}
-		taken := Range{p &^ 4095, (p + padSize + 4095) &^ 4095}
-		t, err := FindPadAddr(e, withoutRange(free, taken), TrampolineSize)
+		t, err := FindPadAddr(e, withoutRange(free, pagesOf(p, padSize)), TrampolineSize)
 		if err == nil {
 			return p, t, nil
 		}
@@ -216,6 +212,11 @@ func forcedBits(forced map[int]byte) (mask, val uint32) {
 	return mask, val
 }
 
+// pagesOf returns the whole pages [p, p+size) lies in.
+func pagesOf(p, size uint64) Range {
+	return Range{p &^ 4095, (p + size + 4095) &^ 4095}
+}
+
 // withoutRange returns free with r cut out.
 func withoutRange(free []Range, r Range) []Range {
 	var out []Range
@@ -244,7 +245,6 @@ func FindPadAddrs(site Site, free []Range, size uint64) (pad, tramp uint64, err 
 	if pad, err = FindPadAddr(site, free, size); err != nil || site.Host == nil {
 		return pad, 0, err
 	}
-	taken := Range{pad &^ 4095, (pad + size + 4095) &^ 4095}
-	tramp, err = FindPadAddr(*site.Host, withoutRange(free, taken), TrampolineSize)
+	tramp, err = FindPadAddr(*site.Host, withoutRange(free, pagesOf(pad, size)), TrampolineSize)
 	return pad, tramp, err
 }

@@ -761,6 +761,17 @@ func (d *decoder) decodeMap0F() error {
 	return nil
 }
 
+// NoFallThrough reports whether the instruction never goes on to the
+// next one: a jmp (rel8, rel32 or indirect) or a return. The bytes after
+// it need not be code of the same function.
+func (in Insn) NoFallThrough() bool {
+	switch in.Kind {
+	case KindJmpRel8, KindJmpRel32, KindRet, KindIndirectJmp:
+		return true
+	}
+	return false
+}
+
 // IsNop reports whether the instruction is a nop: 0x90 (not xchg with
 // r8: no REX.B) or 0f 1f /0, with operand-size or segment prefixes only.
 func (in Insn) IsNop() bool {

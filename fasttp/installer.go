@@ -495,9 +495,9 @@ func (in *Installer) unpatch(s *jumpSite) error {
 	if err := in.proc.RemovePatch(s.tp.Addr); err != nil {
 		return fmt.Errorf("fast tracepoint %d at %#x: removing the jump: %w", s.tp.Num, s.tp.Addr, err)
 	}
-	if slot := s.site.Slot; slot != 0 {
-		if err := in.proc.RemovePatch(slotPatchAddr(s.site)); err != nil {
-			return fmt.Errorf("fast tracepoint %d at %#x: removing the jump in the padding at %#x: %w", s.tp.Num, s.tp.Addr, slot, err)
+	if at, n := secondPatch(s.site); n > 0 {
+		if err := in.proc.RemovePatch(at); err != nil {
+			return fmt.Errorf("fast tracepoint %d at %#x: removing the jump to the pad at %#x: %w", s.tp.Num, s.tp.Addr, s.site.Slot, err)
 		}
 	}
 	return nil
@@ -515,16 +515,10 @@ func secondPatch(site Site) (at, n uint64) {
 	return 0, 0
 }
 
-// slotPatchAddr is the address of a short-jump site's second patch.
-func slotPatchAddr(site Site) uint64 {
-	at, _ := secondPatch(site)
-	return at
-}
-
 // writeJump writes site's jump to the pad at pad: for a short-jump site
 // the slot's jump first (in dead padding), then the short jump.
 func (in *Installer) writeJump(site Site, pad uint64) error {
-	slotAt := slotPatchAddr(site)
+	slotAt, _ := secondPatch(site)
 	if site.Slot != 0 {
 		b, err := site.SlotBytes(pad)
 		if site.Host != nil {
@@ -880,7 +874,7 @@ func (in *Installer) punnedPadAddr(site Site, size uint64) (pad, tramp uint64, e
 		}
 		if err := in.proc.AllocateScratchAt(p, int(size)); err != nil {
 			// Mapped meanwhile (maps was stale): leave that range out.
-			mapped = append(mapped, Range{p &^ 4095, (p + size + 4095) &^ 4095})
+			mapped = append(mapped, pagesOf(p, size))
 			free = FreeRanges(mapped, minMapAddr, maxUserAddr)
 			continue
 		}
@@ -890,7 +884,7 @@ func (in *Installer) punnedPadAddr(site Site, size uint64) (pad, tramp uint64, e
 		}
 		if err := in.proc.AllocateScratchAt(t, TrampolineSize); err != nil {
 			// The pad's page stays ours (never unmapped): leave both out.
-			mapped = append(mapped, Range{p &^ 4095, (p + size + 4095) &^ 4095}, Range{t &^ 4095, (t + TrampolineSize + 4095) &^ 4095})
+			mapped = append(mapped, pagesOf(p, size), pagesOf(t, TrampolineSize))
 			free = FreeRanges(mapped, minMapAddr, maxUserAddr)
 			continue
 		}

@@ -65,24 +65,22 @@ func (in *Installer) laneUse() string {
 	return fmt.Sprintf("lanes: %s; %d of %d lanes owned by a thread, 1 shared\n", how, owned, ownedLanes)
 }
 
+// shapeNames names each shape in `monitor ftrace` and the --debug log.
+var shapeNames = map[Shape]string{
+	ShapePlain: "plain jump",
+	ShapeKept:  "successor-preserving jump",
+	ShapeShort: "short jump",
+	ShapeEvict: "evicting jump",
+	ShapeInt3:  "punned jump",
+}
+
 // placement describes tp's placement in one line.
 func (in *Installer) placement(tp *tracing.Tracepoint) string {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	head := fmt.Sprintf("tracepoint %d at %#x: ", tp.Num, tp.Addr)
 	if s := in.sites[tp]; s != nil {
-		shape := "plain jump"
-		switch {
-		case len(s.puns) > 0:
-			shape = "punned jump"
-		case s.site.Keep > 0:
-			shape = "successor-preserving jump"
-		case s.site.Evicted != nil:
-			shape = "evicting jump"
-		case s.site.Slot != 0:
-			shape = "short jump"
-		}
-
+		shape := shapeNames[s.site.Shape()]
 		heads := "no int3"
 		if len(s.puns) > 0 {
 			var as []string

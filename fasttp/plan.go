@@ -61,13 +61,14 @@ type Site struct {
 	// executable's pads can then go near its low addresses (a forced top
 	// byte of 0xcc means a displacement of about -0.85 GB).
 	Prefix int
-	// Evicted is the next instruction's own plain jump when the jump
-	// evicts it (EvictSite): the jump covers the first instruction
-	// (Covered) and the first bytes of Evicted's jump, which goes to a
-	// trampoline at Tramp running the evicted instruction relocated.
+	// Evicted is the next instruction's own jump (plain or
+	// successor-preserving) when the jump evicts it (EvictSite): the
+	// jump covers the first instruction (Covered) and the first bytes of
+	// Evicted's jump, which goes to a trampoline at Tramp running the
+	// evicted instruction relocated.
 	Evicted *Site
-	// Tramp is the evicted instruction's trampoline address, set when
-	// the site is placed (FindEvictAddrs).
+	// Tramp is the trampoline address of Evicted or Host, set when the
+	// site is placed (FindPadAddrs, or the installer's arenas for Host).
 	Tramp uint64
 	// Slot is, for a short-jump site (ShortSite), the address of the
 	// JumpLen bytes of dead padding holding the `jmp rel32` to the pad;
@@ -92,7 +93,9 @@ func (s Site) jumpLen() int { return s.Prefix + JumpLen }
 
 // Footprint is the number of bytes from Addr the patch occupies: the
 // covered bytes, or the whole jump when it keeps bytes of the next
-// instructions. Nothing else may write there while the jump is in.
+// instructions; for an evicting site, also the evicted instruction's
+// jump; for a short-jump site, only the short jump (its slot is apart:
+// Overlaps). Nothing else may write there while the jump is in.
 func (s Site) Footprint() int {
 	if s.Slot != 0 {
 		return s.Covered
@@ -263,9 +266,7 @@ func planSite(code []byte, addr uint64, prefix int) (Site, error) {
 	jl := s.jumpLen()
 	for s.Covered < jl {
 		if len(s.Insns) > 0 {
-			prev := s.Insns[len(s.Insns)-1]
-			switch prev.Kind {
-			case KindJmpRel8, KindJmpRel32, KindRet, KindIndirectJmp:
+			if prev := s.Insns[len(s.Insns)-1]; prev.NoFallThrough() {
 				n, ok := deadPadding(code[s.Covered:], addr+uint64(s.Covered))
 				if !ok || s.Covered+n < jl {
 					return Site{}, fmt.Errorf("plan site %#x: %w: the jump would cover bytes after the %v at %#x", addr, ErrSiteRefused, prev.Kind, prev.Addr)

@@ -114,9 +114,7 @@ func FuzzPlanSite(f *testing.F) {
 			t.Fatalf("covered %d (sum %d, %d dead), puns %v (heads %v), forced %v", s.Covered, at, s.Dead, s.Puns, heads, s.Forced)
 		}
 		if s.Dead > 0 {
-			switch last := s.Insns[len(s.Insns)-1]; last.Kind {
-			case KindJmpRel8, KindJmpRel32, KindRet, KindIndirectJmp:
-			default:
+			if last := s.Insns[len(s.Insns)-1]; !last.NoFallThrough() {
 				t.Fatalf("%d dead bytes after a %v, which falls through", s.Dead, last.Kind)
 			}
 		}

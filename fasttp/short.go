@@ -120,8 +120,7 @@ func hostSites(back, code []byte, addr uint64, covered int, isCode CodeOracle) [
 		if in.Len >= HostMinLen && off >= covered {
 			consider(code[off:], in.Addr)
 		}
-		switch in.Kind {
-		case KindJmpRel8, KindJmpRel32, KindRet, KindIndirectJmp:
+		if in.NoFallThrough() {
 			fellThrough = false
 		}
 		off += in.Len
@@ -155,9 +154,7 @@ func findSlots(code []byte, addr uint64, covered int, isCode CodeOracle) []uint6
 			return slots
 		}
 		off += in.Len
-		switch in.Kind {
-		case KindJmpRel8, KindJmpRel32, KindRet, KindIndirectJmp:
-		default:
+		if !in.NoFallThrough() {
 			continue
 		}
 		certain := fellThrough || (isCode != nil && isCode(in.Addr))
@@ -195,12 +192,7 @@ func backSlots(back, code []byte, addr uint64, isCode CodeOracle) []uint64 {
 			continue
 		}
 		in, err := DecodeInsn(buf[p:], at)
-		if err != nil || p+in.Len > len(back) {
-			continue
-		}
-		switch in.Kind {
-		case KindJmpRel8, KindJmpRel32, KindRet, KindIndirectJmp:
-		default:
+		if err != nil || p+in.Len > len(back) || !in.NoFallThrough() {
 			continue
 		}
 		end := p + in.Len

@@ -194,9 +194,7 @@ func inPadding(code []byte, addr uint64, off int) bool {
 			return false
 		}
 		at += in.Len
-		switch in.Kind {
-		case KindJmpRel8, KindJmpRel32, KindRet, KindIndirectJmp:
-		default:
+		if !in.NoFallThrough() {
 			continue
 		}
 		run := at
