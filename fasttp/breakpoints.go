@@ -182,7 +182,7 @@ func (in *Installer) repatch(s *jumpSite) error {
 		in.mu.Unlock()
 	}
 	in.mu.Lock()
-	in.sites[s.tp] = s
+	in.addSiteLocked(s)
 	in.bySlot[s.slot] = s
 	in.mu.Unlock()
 	return nil

@@ -2,13 +2,13 @@ package fasttp
 
 import (
 	"errors"
-
-	"golang.org/x/sys/cpu"
-
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
+
+	"golang.org/x/sys/cpu"
 
 	"gotpstub/agentexpr"
 	"gotpstub/frames"
@@ -63,18 +63,21 @@ type Installer struct {
 	tpLoad   bool   // without rdfsbase, pads read the thread pointer at %fs:0 (tcbSelfPointers)
 	nextSlot uint32
 	sites    map[*tracing.Tracepoint]*jumpSite
-	bySlot   []*jumpSite                       // by tracepoint table slot (maxSlots)
-	padTraps map[uint64]padTrap                // int3 address inside a pad → its role
-	arenas   map[uint64]*arena                 // 1 GiB window → current pad area
-	areas    []Range                           // every range of pad memory (Stabilize)
-	viaTrap  map[*tracing.Tracepoint]string    // trap tracepoints: why a fast one is a trap ("" for gdb's trace)
-	pending  []*jumpSite                       // unpatching requested while the process could not be patched
-	slots    map[*tracing.Tracepoint]uint32    // each placed tracepoint's table slot, kept when it becomes a trap for a while
-	breaks   map[uint64]int                    // gdb's breakpoints (software and hardware) by address, counted
-	heldBack map[*tracing.Tracepoint]*jumpSite // fast tracepoints that are traps because of a breakpoint in their bytes, with the jump taken out (nil: never placed)
-	hookMem  memory                            // the stopped thread's memory while a hook runs
-	code     *codeMap                          // which bytes are instructions (codeOracle)
-	shapes   map[Shape]bool                    // the jump shapes allowed (SetShapes; nil: all)
+	// sitePages indexes sites by the granules (siteIndexPage) of the
+	// bytes they write: addSiteLocked and dropSiteLocked keep both.
+	sitePages map[uint64][]*jumpSite
+	bySlot    []*jumpSite                       // by tracepoint table slot (maxSlots)
+	padTraps  map[uint64]padTrap                // int3 address inside a pad → its role
+	arenas    map[uint64]*arena                 // 1 GiB window → current pad area
+	areas     []Range                           // every range of pad memory (Stabilize)
+	viaTrap   map[*tracing.Tracepoint]string    // trap tracepoints: why a fast one is a trap ("" for gdb's trace)
+	pending   []*jumpSite                       // unpatching requested while the process could not be patched
+	slots     map[*tracing.Tracepoint]uint32    // each placed tracepoint's table slot, kept when it becomes a trap for a while
+	breaks    map[uint64]int                    // gdb's breakpoints (software and hardware) by address, counted
+	heldBack  map[*tracing.Tracepoint]*jumpSite // fast tracepoints that are traps because of a breakpoint in their bytes, with the jump taken out (nil: never placed)
+	hookMem   memory                            // the stopped thread's memory while a hook runs
+	code      *codeMap                          // which bytes are instructions (codeOracle)
+	shapes    map[Shape]bool                    // the jump shapes allowed (SetShapes; nil: all)
 	// async is set while the drainer goroutine feeds the engine: the
 	// process may be running, so removals wait for Flush.
 	async bool
@@ -204,21 +207,32 @@ func New(p *inferior.Process, e *tracing.Engine, traps TrapInstaller, logf func(
 	}
 	in := &Installer{
 		proc: p, engine: e, traps: traps, logf: logf,
-		sites:    map[*tracing.Tracepoint]*jumpSite{},
-		bySlot:   make([]*jumpSite, maxSlots),
-		padTraps: map[uint64]padTrap{},
-		arenas:   map[uint64]*arena{},
-		viaTrap:  map[*tracing.Tracepoint]string{},
-		clock:    newTSCClock(),
-		slots:    map[*tracing.Tracepoint]uint32{},
-		breaks:   map[uint64]int{},
-		heldBack: map[*tracing.Tracepoint]*jumpSite{},
-		faults:   map[uint64]uint64{},
-		ringSize: DefaultRingSize,
+		sites:     map[*tracing.Tracepoint]*jumpSite{},
+		sitePages: map[uint64][]*jumpSite{},
+		bySlot:    make([]*jumpSite, maxSlots),
+		padTraps:  map[uint64]padTrap{},
+		arenas:    map[uint64]*arena{},
+		viaTrap:   map[*tracing.Tracepoint]string{},
+		clock:     newTSCClock(),
+		slots:     map[*tracing.Tracepoint]uint32{},
+		breaks:    map[uint64]int{},
+		heldBack:  map[*tracing.Tracepoint]*jumpSite{},
+		faults:    map[uint64]uint64{},
+		ringSize:  DefaultRingSize,
 	}
 	p.AddTrapHook(in.trapHook)
 	p.SetFaultHook(in.faultHook)
 	return in
+}
+
+// Batch runs f, whose Install and Remove calls then reach the process
+// without a hand-off to its ptrace goroutine each (tracing.Batcher):
+// QTStart with a thousand fast tracepoints makes four thousand process
+// operations.
+func (in *Installer) Batch(f func()) {
+	if in.proc == nil || in.proc.Exclusive(f) != nil {
+		f() // a closed process: f's operations fail one by one
+	}
 }
 
 // SetRingSize sets the size of each lane (a power of two between
@@ -320,17 +334,11 @@ func (in *Installer) faultHook(_ int, pc uint64, _ int, _ uint64) (uint64, bool)
 // shape that would later have to become a trap when that tracepoint
 // goes in is not chosen while another exists.
 func (in *Installer) clearOfOthers(tp *tracing.Tracepoint, cands []Site) []Site {
-	var others []uint64
-	for _, o := range in.engine.Tracepoints() {
-		if o != tp && o.Addr != tp.Addr {
-			others = append(others, o.Addr)
-		}
-	}
 	var out []Site
 	for _, c := range cands {
 		hit := false
-		for _, a := range others {
-			hit = hit || c.Overlaps(a, 1)
+		for _, r := range c.Ranges() {
+			hit = hit || in.engine.TracepointIn(r.Start, r.End, tp.Addr)
 		}
 		if !hit {
 			out = append(out, c)
@@ -378,12 +386,58 @@ func (in *Installer) jumpsCovering(addr, n uint64) []*jumpSite {
 
 func (in *Installer) jumpsCoveringLocked(addr, n uint64) []*jumpSite {
 	var out []*jumpSite
-	for _, s := range in.sites {
-		if s.site.Overlaps(addr, n) {
-			out = append(out, s)
+	for page := addr / siteIndexPage; page <= (addr+n-1)/siteIndexPage; page++ {
+		for _, s := range in.sitePages[page] {
+			if s.site.Overlaps(addr, n) && !slices.Contains(out, s) {
+				out = append(out, s)
+			}
 		}
 	}
 	return out
+}
+
+// siteIndexPage is the granule of the placed jumps' index (sitePages):
+// every range a site writes is within a few hundred bytes of its
+// address, so a site is listed under one or two granules.
+const siteIndexPage = 4096
+
+// addSiteLocked records s as placed: in sites and in the index
+// jumpsCoveringLocked searches.
+func (in *Installer) addSiteLocked(s *jumpSite) {
+	in.sites[s.tp] = s
+	for _, page := range s.indexPages() {
+		in.sitePages[page] = append(in.sitePages[page], s)
+	}
+}
+
+// dropSiteLocked forgets tp's placed jump (addSiteLocked).
+func (in *Installer) dropSiteLocked(tp *tracing.Tracepoint) {
+	s := in.sites[tp]
+	if s == nil {
+		return
+	}
+	delete(in.sites, tp)
+	for _, page := range s.indexPages() {
+		l := slices.DeleteFunc(in.sitePages[page], func(o *jumpSite) bool { return o == s })
+		if len(l) == 0 {
+			delete(in.sitePages, page)
+		} else {
+			in.sitePages[page] = l
+		}
+	}
+}
+
+// indexPages lists the granules of the index the bytes s writes touch.
+func (s *jumpSite) indexPages() []uint64 {
+	var pages []uint64
+	for _, r := range s.site.Ranges() {
+		for page := r.Start / siteIndexPage; page <= (r.End-1)/siteIndexPage; page++ {
+			if !slices.Contains(pages, page) {
+				pages = append(pages, page)
+			}
+		}
+	}
+	return pages
 }
 
 // trapsWithin reports whether a tracepoint placed as a trap lies in
@@ -414,7 +468,7 @@ func (in *Installer) convertToTrap(s *jumpSite) error {
 // drained and counted.
 func (in *Installer) convertToTrapFor(s *jumpSite, why string) error {
 	in.mu.Lock()
-	delete(in.sites, s.tp)
+	in.dropSiteLocked(s.tp)
 	in.mu.Unlock()
 	if err := in.unpatch(s); err != nil {
 		return err
@@ -448,7 +502,7 @@ func (in *Installer) Remove(tp *tracing.Tracepoint) error {
 		in.mu.Unlock()
 		return nil
 	}
-	delete(in.sites, tp)
+	in.dropSiteLocked(tp)
 	if len(in.sites) == 0 {
 		in.setActiveLocked(false)
 	}
@@ -720,7 +774,7 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 		in.nextSlot++
 		in.slots[tp] = slot
 	}
-	in.sites[tp] = s
+	in.addSiteLocked(s)
 	in.bySlot[slot] = s
 	in.setActiveLocked(true)
 	return nil

@@ -273,20 +273,27 @@ func (l *lanes) release() {
 const populateBytes = 8 << 20
 
 // populateAhead allocates the pages of lane i the writer will reach next
-// (madvise MADV_POPULATE_WRITE on the stub's view): a shared page first
-// touched by the program costs it an allocation and a zeroing in the page
-// fault (about 2.6 µs here), a page already allocated only the mapping
-// (about 1 µs); the stub pays the rest on its own CPU. Only lanes in use
-// are populated, a little at a time.
+// (madvise MADV_POPULATE_WRITE on the stub's view) and maps them in the
+// process: a shared page first touched by the program costs it an
+// allocation and a zeroing in the page fault (about 2.6 µs here), a page
+// already allocated only the mapping (about 1 µs); the stub pays the
+// rest on its own CPU. A lane in use gets populateBytes ahead of its
+// head, a lane no thread has written yet its first spareHead bytes (a
+// thread started after tstart claims a lane at its first hit, before
+// the drainer has seen it), a little at a time.
 func (l *lanes) populateAhead(i int, head uint64) {
-	if l.populated == nil || l.populated[i] >= l.laneSize || head == 0 {
+	if l.populated == nil || l.populated[i] >= l.laneSize {
 		return
 	}
 	if head >= l.laneSize {
 		l.populated[i] = l.laneSize // one lap done: the writer touched everything
 		return
 	}
-	target := min(l.laneSize, (head+populateBytes+4095)&^4095)
+	ahead := uint64(populateBytes)
+	if head == 0 {
+		ahead = spareHead
+	}
+	target := min(l.laneSize, (head+ahead+4095)&^4095)
 	if target <= l.populated[i] {
 		return
 	}

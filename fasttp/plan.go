@@ -127,6 +127,19 @@ func (s Site) Overlaps(addr, n uint64) bool {
 	return s.Addr < addr+n && addr < s.Addr+uint64(s.Footprint())
 }
 
+// Ranges lists the byte ranges Overlaps checks: the footprint, the slot
+// and the neighbour holding it.
+func (s Site) Ranges() []Range {
+	r := []Range{{s.Addr, s.Addr + uint64(s.Footprint())}}
+	if s.Slot != 0 {
+		r = append(r, Range{s.Slot, s.Slot + JumpLen})
+	}
+	if s.Host != nil {
+		r = append(r, s.Host.Ranges()...)
+	}
+	return r
+}
+
 // HostBytes returns what a short-jump site whose slot lies in a
 // neighbour writes over that neighbour: its jump to the trampoline at
 // Tramp, then the slot's jump to pad, then int3 filler.

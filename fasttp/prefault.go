@@ -11,14 +11,15 @@ const prefaultBudget = 128 << 20
 // prefaultLocked prepares the lanes for a run while every thread is
 // stopped: it claims a lane for each thread of the process (by its thread
 // pointer, where the pads' search finds it; entries of threads gone are
-// freed) and has the process map those lanes' pages (inferior.Populate),
-// up to prefaultBudget in all, and the first spareHead bytes of the
-// others. A page a pad touches first costs the
-// program a page fault, 1-2.5 µs here, about 10 ns per hit over a lane's
-// first lap with small records; with the pages mapped the program pays
-// only for the writes. Threads started later claim lanes themselves and
-// find their first spareHead bytes mapped; the drainer allocates and
-// maps the rest ahead of them. Failures only
+// freed) and has the process map the first startAhead bytes of those
+// lanes (inferior.Populate), up to prefaultBudget in all. The drainer,
+// which looks at the lanes within 500 µs, then keeps populateBytes mapped
+// ahead of each lane's head and gives the lanes no thread owns yet their
+// first spareHead bytes (populateAhead). A page a pad touches first costs
+// the program a page fault, 1-2.5 µs here, about 10 ns per hit over a
+// lane's first lap with small records; with the pages mapped the program
+// pays only for the writes. Mapping every lane's first megabyte and whole
+// owned lanes here, as before, made tstart 15-25 ms longer. Failures only
 // cost speed: they are logged.
 func (in *Installer) prefaultLocked() {
 	l := in.lanes
@@ -43,11 +44,8 @@ func (in *Installer) prefaultLocked() {
 	if len(used) == 0 {
 		used = []int{ownedLanes} // every hit goes to the shared lane
 	}
-	per := min(l.laneSize, (prefaultBudget-spareHead*uint64(len(l.tails)))/uint64(len(used))) &^ 4095
+	per := min(l.laneSize, startAhead, prefaultBudget/uint64(len(used))) &^ 4095
 	want := make([]uint64, len(l.tails))
-	for i := range want {
-		want[i] = min(l.laneSize, spareHead)
-	}
 	for _, lane := range used {
 		want[lane] = per
 	}
@@ -64,11 +62,15 @@ func (in *Installer) prefaultLocked() {
 	}
 }
 
-// spareHead is how much of each lane no thread owns yet prefaultLocked
-// has the process map: a thread started after tstart (which claims its
-// lane at its first hit) then writes its first records without page
-// faults, while the drainer, which looks at the lanes every 50 to
-// 500 µs, has not yet seen it and allocated its pages ahead
-// (populateAhead). About a thousand records of a kilobyte (collect
-// $regs with the vector state), tens of thousands without collection.
-const spareHead = 1 << 20
+// startAhead is how much of each owned lane prefaultLocked has the
+// process map: what a tight loop writes before the drainer's first look
+// (500 µs; about 0.5 MB of small records), twice over.
+const startAhead = 1 << 20
+
+// spareHead is how much of each lane no thread owns yet the drainer has
+// the process map (populateAhead): a thread started after tstart, which
+// claims its lane at its first hit, then writes its first records
+// without page faults while the drainer, which looks at the lanes every
+// 50 to 500 µs, has not yet seen it. About 250 records of a kilobyte
+// (collect $regs with the vector state), thousands without collection.
+const spareHead = 256 << 10

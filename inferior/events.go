@@ -281,7 +281,7 @@ func (p *Process) onExec(t *thread) {
 		p.sigs().threads[t.tid] = ts
 	}
 	p.swbps = map[uint64]*swBreakpoint{}
-	p.patches = map[uint64]*codePatch{}
+	p.patches = newPatchSet()
 	p.debugRegs = debugRegisters{} // the kernel flushes them on exec
 	p.drGen++
 	t.drGen = p.drGen
@@ -1102,12 +1102,12 @@ func (p *Process) detachThreads() error {
 		delete(p.swbps, addr)
 		p.guardUntrap(addr)
 	}
-	for addr, c := range p.patches {
+	for addr, c := range p.patches.byAddr {
 		if err := p.writeRaw(addr, c.orig); err != nil && firstErr == nil {
 			firstErr = fmt.Errorf("detach: removing the code patch at %#x: %w", addr, err)
 		}
-		delete(p.patches, addr)
 	}
+	p.patches = newPatchSet()
 	p.debugRegs = debugRegisters{}
 	p.drGen++
 	sigs := map[int]queuedSignal{}

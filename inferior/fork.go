@@ -240,7 +240,7 @@ func (p *Process) FollowForkChild(pid int) error {
 		p.sigs().threads = map[int]*threadSignals{}
 		p.stopping = false
 		p.swbps = map[uint64]*swBreakpoint{}
-		p.patches = map[uint64]*codePatch{}
+		p.patches = newPatchSet()
 		p.debugRegs = debugRegisters{}
 		p.drGen++
 		p.updateTids()
@@ -302,7 +302,7 @@ func (p *Process) onForkEvent(t *thread, vfork bool) bool {
 // child shares its parent's memory, so this is never done for one (it
 // usually execs at once).
 func (p *Process) cleanForkChild(child int) {
-	if len(p.swbps) == 0 && len(p.patches) == 0 {
+	if len(p.swbps) == 0 && len(p.patches.byAddr) == 0 {
 		return
 	}
 	f, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", child), os.O_RDWR, 0)
@@ -317,7 +317,7 @@ func (p *Process) cleanForkChild(child int) {
 	}
 	// Code patches after the breakpoints: under a patch a breakpoint's
 	// saved byte is the patch's.
-	for addr, c := range p.patches {
+	for addr, c := range p.patches.byAddr {
 		_, _ = f.WriteAt(c.orig, int64(addr))
 	}
 }

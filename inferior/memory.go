@@ -120,12 +120,10 @@ func (p *Process) writeMemory(addr uint64, data []byte) error {
 	}
 	// What memory must hold: the patches' code over the written bytes,
 	// the int3s over that.
-	for _, c := range p.patches {
-		if c.overlaps(addr, n) {
-			own()
-			lo, hi := max(addr, c.addr), min(addr+n, c.end())
-			copy(out[lo-addr:hi-addr], c.code[lo-c.addr:hi-c.addr])
-		}
+	for _, c := range p.patches.overlapping(addr, n) {
+		own()
+		lo, hi := max(addr, c.addr), min(addr+n, c.end())
+		copy(out[lo-addr:hi-addr], c.code[lo-c.addr:hi-c.addr])
 	}
 	for a, bp := range p.swbps {
 		if bp.inserted && a >= addr && a-addr < n {
@@ -145,21 +143,17 @@ func (p *Process) writeMemory(addr uint64, data []byte) error {
 			p.guardTrap(a, bp.orig)
 		}
 	}
-	for _, c := range p.patches {
-		if c.overlaps(addr, n) {
-			lo, hi := max(addr, c.addr), min(addr+n, c.end())
-			copy(c.orig[lo-c.addr:hi-c.addr], data[lo-addr:hi-addr])
-		}
+	for _, c := range p.patches.overlapping(addr, n) {
+		lo, hi := max(addr, c.addr), min(addr+n, c.end())
+		copy(c.orig[lo-c.addr:hi-c.addr], data[lo-addr:hi-addr])
 	}
 	return nil
 }
 
 // patchAt returns the code patch covering addr, or nil.
 func (p *Process) patchAt(addr uint64) *codePatch {
-	for _, c := range p.patches {
-		if c.overlaps(addr, 1) {
-			return c
-		}
+	if cs := p.patches.overlapping(addr, 1); len(cs) > 0 {
+		return cs[0]
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package inferior
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -23,6 +24,47 @@ func (c *codePatch) end() uint64 { return c.addr + uint64(len(c.code)) }
 // overlaps reports whether [addr, addr+n) and the patch share a byte.
 func (c *codePatch) overlaps(addr, n uint64) bool {
 	return addr < c.end() && c.addr < addr+n
+}
+
+// patchSet holds the code patches by start address, with the starts
+// sorted: every memory access asks which patches overlap it, and a
+// thousand fast tracepoints make a thousand patches.
+type patchSet struct {
+	byAddr map[uint64]*codePatch
+	starts []uint64 // sorted
+	maxLen uint64   // the longest patch added (a bound for the search)
+}
+
+func newPatchSet() patchSet { return patchSet{byAddr: map[uint64]*codePatch{}} }
+
+func (s *patchSet) add(c *codePatch) {
+	i, found := slices.BinarySearch(s.starts, c.addr)
+	if !found {
+		s.starts = slices.Insert(s.starts, i, c.addr)
+	}
+	s.byAddr[c.addr] = c
+	s.maxLen = max(s.maxLen, uint64(len(c.code)))
+}
+
+func (s *patchSet) remove(addr uint64) {
+	if i, found := slices.BinarySearch(s.starts, addr); found {
+		s.starts = slices.Delete(s.starts, i, i+1)
+	}
+	delete(s.byAddr, addr)
+}
+
+// overlapping returns the patches that share a byte with [addr, addr+n),
+// by address.
+func (s *patchSet) overlapping(addr, n uint64) []*codePatch {
+	lo := addr - min(addr, s.maxLen)
+	i, _ := slices.BinarySearch(s.starts, lo)
+	var out []*codePatch
+	for ; i < len(s.starts) && s.starts[i] < addr+n; i++ {
+		if c := s.byAddr[s.starts[i]]; c.overlaps(addr, n) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // ErrPatchOverlap: a code patch would overlap another.
@@ -55,11 +97,9 @@ func (p *Process) insertPatch(addr uint64, code []byte) error {
 	if addr+n < addr {
 		return fmt.Errorf("patch of %d bytes at %#x: range wraps around", n, addr)
 	}
-	for _, c := range p.patches {
-		if c.overlaps(addr, n) {
-			return fmt.Errorf("patch of %d bytes at %#x over the one at %#x (%d bytes): %w",
-				n, addr, c.addr, len(c.code), ErrPatchOverlap)
-		}
+	if cs := p.patches.overlapping(addr, n); len(cs) > 0 {
+		return fmt.Errorf("patch of %d bytes at %#x over the one at %#x (%d bytes): %w",
+			n, addr, cs[0].addr, len(cs[0].code), ErrPatchOverlap)
 	}
 	raw := make([]byte, n)
 	if got, err := p.readRaw(addr, raw); err != nil || uint64(got) != n {
@@ -94,7 +134,7 @@ func (p *Process) insertPatch(addr uint64, code []byte) error {
 		bp.orig = code[bp.addr-addr]
 		p.guardTrap(bp.addr, bp.orig)
 	}
-	p.patches[addr] = c
+	p.patches.add(c)
 	return nil
 }
 
@@ -107,12 +147,12 @@ func (p *Process) RemovePatch(addr uint64) error {
 }
 
 func (p *Process) removePatch(addr uint64) error {
-	c := p.patches[addr]
+	c := p.patches.byAddr[addr]
 	if c == nil {
 		return fmt.Errorf("no code patch at %#x", addr)
 	}
 	if p.exitEvent != nil {
-		delete(p.patches, addr)
+		p.patches.remove(addr)
 		return ErrExited
 	}
 	n := uint64(len(c.code))
@@ -130,7 +170,7 @@ func (p *Process) removePatch(addr uint64) error {
 		bp.orig = c.orig[bp.addr-addr]
 		p.guardTrap(bp.addr, bp.orig)
 	}
-	delete(p.patches, addr)
+	p.patches.remove(addr)
 	return nil
 }
 
@@ -158,10 +198,7 @@ func (p *Process) showOriginals(addr uint64, buf []byte) {
 	}
 	// Patches last: under a patch the breakpoint's saved byte is the
 	// patch's, the program's is the patch's saved one.
-	for _, c := range p.patches {
-		if !c.overlaps(addr, n) {
-			continue
-		}
+	for _, c := range p.patches.overlapping(addr, n) {
 		lo, hi := max(addr, c.addr), min(addr+n, c.end())
 		copy(buf[lo-addr:hi-addr], c.orig[lo-c.addr:hi-c.addr])
 	}

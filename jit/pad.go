@@ -277,6 +277,7 @@ func BuildJumpPadAMD64(spec PadSpec) (*JumpPad, error) {
 	b := &padBuilder{spec: spec, cond: -1, condErrFix: -1, tpLoad: -1, tpLoadEnd: -1,
 		recSize: spec.RecordSize(),
 		tpDisp:  int32(uint64(CtlTPs) + uint64(spec.TPIndex)*CtlTPSize)}
+	b.a.buf = make([]byte, 0, padBufHint(spec))
 	earlyTail := b.fastExit()
 	b.entry()
 	b.condition()
@@ -320,6 +321,18 @@ func BuildJumpPadAMD64(spec PadSpec) (*JumpPad, error) {
 		Skip:       spec.Addr + uint64(skip),
 		Faults:     faults,
 	}, nil
+}
+
+// padBufHint is room for the pad of spec without growing the buffer: the
+// pad's own code (under 1 KiB) and the expressions'.
+func padBufHint(spec PadSpec) int {
+	n := 1024
+	for _, c := range append([]*Code{spec.Cond}, spec.Collect...) {
+		if c != nil {
+			n += len(c.Text) + 16
+		}
+	}
+	return n
 }
 
 // checkPadSpec rejects what the pad cannot encode.

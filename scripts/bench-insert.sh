@@ -20,7 +20,8 @@
 # installation together, measured in gdb with Python's clock) and runs
 # one round of calls, checking the frame count (COUNT) and the program's
 # result. gotpstub's own part (QTStart alone) is printed from its
-# --debug log where it says so; gdbserver's is not measured separately.
+# --debug log ("QTStart took N ms"); gdbserver's is not measured
+# separately.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 REPS=${REPS:-3}
@@ -113,6 +114,7 @@ session() {
 		echo 999999999
 		return
 	fi
+	sed -n 's/.*QTStart took \([0-9.]*\) ms.*/\1/p' "$work/$tag.stub" | tail -n 1 >>"$work/qtstart-$count"
 	sed -n 's/^tstart_ms=//p' "$work/$tag.out" | tail -n 1
 }
 
@@ -130,6 +132,12 @@ for count in "${counts[@]}"; do
 		printf '%18s' "$ms"
 	done
 	echo
+done
+for count in "${counts[@]}"; do
+	if [ -s "$work/qtstart-$count" ]; then
+		ms=$(median <"$work/qtstart-$count")
+		echo "# gotpstub's own part (QTStart in its --debug log), $count tracepoints: $ms ms, $(awk -v m="$ms" -v c="$count" 'BEGIN { printf "%.0f", m * 1000 / c }') µs per tracepoint (median)"
+	fi
 done
 if [ -s "$work/failures" ]; then
 	sort "$work/failures" | uniq -c | sed 's/^/# /'

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"gotpstub/agentexpr"
 	"gotpstub/inferior"
@@ -91,9 +92,14 @@ func (s *Server) buildMux() *rsp.Mux {
 }
 
 func (s *Server) tracePacket(pkt []byte) []byte {
+	start := time.Now()
 	reply, ok := s.trace.HandlePacket(pkt)
 	if !ok {
 		return []byte{}
+	}
+	if name := string(pkt); name == "QTStart" || name == "QTStop" {
+		// The stub's own part of tstart/tstop (scripts/bench-insert.sh).
+		s.logf("%s took %.1f ms (%d tracepoints)", name, float64(time.Since(start).Microseconds())/1000, len(s.trace.Tracepoints()))
 	}
 	if string(reply) == "OK" && strings.HasPrefix(string(pkt), "QTDP:") {
 		s.logJIT(pkt)

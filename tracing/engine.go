@@ -1,7 +1,9 @@
 package tracing
 
 import (
+	"cmp"
 	"encoding/binary"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,6 +32,23 @@ type MemoryReader interface {
 type Installer interface {
 	Install(tp *Tracepoint) error
 	Remove(tp *Tracepoint) error
+}
+
+// Batcher is an Installer that installs or removes many tracepoints
+// faster together: the Install and Remove calls f makes share the
+// installer's exclusive use of the process. Batch is used only where the
+// program is stopped (QTStart, QTStop).
+type Batcher interface {
+	Batch(f func())
+}
+
+// batch runs f through inst's Batch when it has one.
+func batch(inst Installer, f func()) {
+	if b, ok := inst.(Batcher); ok {
+		b.Batch(f)
+		return
+	}
+	f()
 }
 
 // HitContext is the thread that hit a tracepoint, as the Installer sees it.
@@ -313,6 +332,20 @@ func (e *Engine) Tracepoints() []*Tracepoint {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return append([]*Tracepoint(nil), e.tps...)
+}
+
+// TracepointIn reports whether a tracepoint whose address is not except
+// lies in [lo, hi). The table is sorted by address: a binary search.
+func (e *Engine) TracepointIn(lo, hi, except uint64) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	i, _ := slices.BinarySearchFunc(e.tps, lo, func(tp *Tracepoint, a uint64) int { return cmp.Compare(tp.Addr, a) })
+	for ; i < len(e.tps) && e.tps[i].Addr < hi; i++ {
+		if e.tps[i].Addr != except {
+			return true
+		}
+	}
+	return false
 }
 
 // OnDisconnect tells the engine gdb went away: the run goes on when gdb

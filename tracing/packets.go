@@ -358,23 +358,15 @@ func (e *Engine) qtStart() []byte {
 	if len(want) > 0 && inst == nil {
 		return errorReply(errors.New("QTStart: no way to install tracepoints"))
 	}
-	// The frames' memory is allocated and touched now, while the
-	// program is stopped, not as the first hits arrive.
-	e.buf.Reserve(reserveBytes)
-	if rs, ok := inst.(RunStarter); ok {
-		rs.StartRun()
-	}
-	e.mu.Lock()
-	e.fastDropped = 0
-	clear(e.asTraps)
-	e.mu.Unlock()
+	// The frames' memory is allocated and touched now, beside the
+	// installation and the run's first moments, not as hits arrive
+	// (and not in the reply's way: 15-20 ms for 5 MB).
+	go e.buf.Reserve(reserveBytes)
 	var done []*Tracepoint
-	for _, tp := range want {
-		if err := inst.Install(tp); err != nil {
-			removeAll(inst, done)
-			return errorReply(fmt.Errorf("QTStart: tracepoint %d at %#x: %w", tp.Num, tp.Addr, err))
-		}
-		done = append(done, tp)
+	var err error
+	batch(inst, func() { done, err = e.installRun(inst, want) })
+	if err != nil {
+		return errorReply(err)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -388,13 +380,34 @@ func (e *Engine) qtStart() []byte {
 	return replyOK
 }
 
+// installRun starts a run of the installer's and installs want; on an
+// error it removes what it installed.
+func (e *Engine) installRun(inst Installer, want []*Tracepoint) ([]*Tracepoint, error) {
+	if rs, ok := inst.(RunStarter); ok {
+		rs.StartRun()
+	}
+	e.mu.Lock()
+	e.fastDropped = 0
+	clear(e.asTraps)
+	e.mu.Unlock()
+	var done []*Tracepoint
+	for _, tp := range want {
+		if err := inst.Install(tp); err != nil {
+			removeAll(inst, done)
+			return nil, fmt.Errorf("QTStart: tracepoint %d at %#x: %w", tp.Num, tp.Addr, err)
+		}
+		done = append(done, tp)
+	}
+	return done, nil
+}
+
 // qtStop stops the run.
 func (e *Engine) qtStop() []byte {
 	e.mu.Lock()
 	removed := e.stopLocked(reasonStop, 0, "")
 	inst := e.installer
 	e.mu.Unlock()
-	removeAll(inst, removed)
+	batch(inst, func() { removeAll(inst, removed) })
 	return replyOK
 }
 
