@@ -200,8 +200,7 @@ func TestPopulateAhead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Munmap(data)
-	l := &lanes{mem: &inferior.SharedMemory{Data: data}, laneSize: laneSize, tails: make([]uint64, n),
-		scratch: make([][]RingRecord, n), populated: make([]uint64, n)}
+	l := newLanes(&inferior.SharedMemory{Data: data}, laneSize, n)
 	resident := func(b []byte) int {
 		vec := make([]byte, len(b)/4096)
 		if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
@@ -221,6 +220,15 @@ func TestPopulateAhead(t *testing.T) {
 	want := int(min(laneSize, (100+populateBytes+4095)&^4095) / 4096)
 	if got := resident(l.data(3)); got != want {
 		t.Errorf("%d pages populated after the first records, want %d", got, want)
+	}
+	// Warmed once written: a step from just ahead of the writer.
+	if l.warmed[3] != 0 {
+		t.Errorf("an unwritten lane warmed to %d", l.warmed[3])
+	}
+	store64(l.ctl(), laneHdr(3)+jit.LaneHead, 100)
+	l.populateAhead(3, 100)
+	if want := uint64(warmGap + warmStep); l.warmed[3] != want {
+		t.Errorf("warmed to %d, want %d", l.warmed[3], want)
 	}
 	if got := resident(l.data(4)); got != 0 {
 		t.Errorf("%d pages of lane 4 populated", got)

@@ -111,7 +111,10 @@ type Buffer struct {
 	circular bool
 
 	arena []byte // frame bytes; len(arena) == size once a frame has wrapped
-	wpos  int    // where the next frame's bytes go (bytes since Clear, modulo size)
+	// reserving: a Reserve is making memory ready (without mu held);
+	// another returns at once.
+	reserving bool
+	wpos      int // where the next frame's bytes go (bytes since Clear, modulo size)
 	// recs is a ring of the present frames' records, its length a power
 	// of two: the frame with sequence number s (0-based since Clear) is
 	// recs[s&(len(recs)-1)]. Present are headSeq .. headSeq+count-1.
@@ -194,21 +197,24 @@ func (b *Buffer) SetSize(n int) error {
 // memory (2-3 µs per 4 KiB page on a virtual machine) while the program
 // produces them. Stored frames are kept. The new memory is made ready
 // without the buffer's lock (15-20 ms for gdb's default 5 MB here), so
-// a caller may run it beside the run it prepares.
+// a caller may run it beside what it prepares; a Reserve called while
+// another is at work returns at once.
 func (b *Buffer) Reserve(n int) {
 	b.mu.Lock()
 	n = min(n, b.size)
-	have := len(b.arena)
-	b.mu.Unlock()
-	if n <= have {
+	if n <= len(b.arena) || b.reserving {
+		b.mu.Unlock()
 		return
 	}
+	b.reserving = true
+	b.mu.Unlock()
 	grown := make([]byte, n)
 	for i := 0; i < n; i += 4096 {
 		grown[i] = 0 // make([]byte) pages are untouched until written
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.reserving = false
 	if n <= len(b.arena) || n > b.size {
 		return // another Reserve, or a smaller SetSize, came first
 	}

@@ -134,6 +134,9 @@ func (e *Engine) qtInit() []byte {
 	inst := e.installer
 	e.mu.Unlock()
 	removeAll(inst, removed)
+	// gdb's tstart sends QTinit, the definitions, then QTStart: the
+	// frames' memory is made ready while the definitions arrive.
+	go e.buf.Reserve(reserveBytes)
 	return replyOK
 }
 
@@ -335,9 +338,11 @@ func (e *Engine) qtDV(s string) []byte {
 	return replyOK
 }
 
-// reserveBytes bounds the trace buffer memory QTStart makes ready
-// (frames.Buffer.Reserve); a larger buffer grows as frames arrive.
-const reserveBytes = 64 << 20
+// reserveBytes bounds the trace buffer memory QTinit and QTStart make
+// ready (frames.Buffer.Reserve); a larger buffer grows as frames arrive.
+// First touches of memory cost about 11 µs per page on the virtual
+// machines this was measured on: 16 MiB is 45 ms of background work.
+const reserveBytes = 16 << 20
 
 // qtStart installs every enabled tracepoint and starts the run.
 func (e *Engine) qtStart() []byte {
