@@ -117,14 +117,17 @@
 // compiled condition, finds the thread's lane (by its thread pointer,
 // from rdfsbase or, where the machine does not allow it, %fs:0 when
 // every thread's TCB points to itself: a thread claims a lane of its own
-// on its first hit), reserves a record there with lock
-// cmpxchg, writes a 32-byte header (tracepoint, time, thread), the
-// register block only when the tracepoint collects registers, and the
-// compiled collection, commits the record by storing its size last,
-// restores everything and jumps to the relocated instructions, which jump
-// back. xmm/ymm/x87 state is never touched. Memory the expressions read
-// goes through plain loads whose faults the stub redirects to recovery
-// code (jit.Options.FaultLoads), so a bad pointer reads as zero.
+// on its first hit), reserves a record there with cmpxchg (lock cmpxchg
+// in the shared lane) and writes it: for a tracepoint that collects
+// nothing, in a lane the thread owns, one 8-byte word (tracepoint and
+// time stamp; the thread is the lane's owner), stored at once; otherwise
+// a 32-byte header (tracepoint, time, thread), the register block only
+// when the tracepoint collects registers, and the compiled collection,
+// committed by storing the record's size last. Then it restores
+// everything and jumps to the relocated instructions, which jump back.
+// xmm/ymm/x87 state is never touched. Memory the expressions read goes
+// through plain loads whose faults the stub redirects to recovery code
+// (jit.Options.FaultLoads), so a bad pointer reads as zero.
 //
 // A pad never traps. A full lane drops the hit (counted per lane); a
 // failing condition or collection writes an error record and clears

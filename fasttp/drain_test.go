@@ -72,7 +72,7 @@ func (r *drainRig) fill(lane, n int, regs bool, time uint64) {
 		size := jit.PadRecordSize(regs, 0)
 		off := head & (r.lanes.laneSize - 1)
 		if off+size > r.lanes.laneSize {
-			putHeader(d, off, uint32(r.lanes.laneSize-off), 0, 0, jit.RecSkip, 0)
+			putFiller(d, off)
 			head += r.lanes.laneSize - off
 			off = 0
 		}
@@ -313,5 +313,37 @@ func TestBufferFilledStopsPads(t *testing.T) {
 	}
 	if r.in.bufferFilled(r.lanes) {
 		t.Error("a second stop for the same run")
+	}
+}
+
+// Compact records come out of the drain with their lane's owner as the
+// thread and their whole time stamp, merged by time with full records
+// of other lanes.
+func TestDrainCompactRecords(t *testing.T) {
+	if rdtsc() == 0 {
+		t.Skip("no time-stamp counter here")
+	}
+	r := newDrainRig(t, 64<<10, false, false)
+	c := r.lanes.ctl()
+	const owner = 0x7f00_aa00_0000
+	store64(c, jit.CtlOwners+8*2, owner)
+	now := rdtsc()
+	d := r.lanes.data(2)
+	n := putCompact(d, 0, 0, now-500)
+	n += putCompact(d, n, 0, now-300)
+	store64(c, laneHdr(2)+jit.LaneHead, n)
+	store64(c, laneHdr(3)+jit.LaneHead, putRecord(r.lanes.data(3), 0, 0, false, 0, nil, now-400))
+	recs, lost, more, err := r.lanes.drain(nil, false)
+	if err != nil || lost != 0 || more || len(recs) != 3 {
+		t.Fatalf("drain: %d records, lost %d, more %v, %v", len(recs), lost, more, err)
+	}
+	want := []struct {
+		lane         int
+		time, thread uint64
+	}{{2, now - 500, owner}, {3, now - 400, 0x7f0000}, {2, now - 300, owner}}
+	for i, w := range want {
+		if g := recs[i]; g.Lane != w.lane || g.Time != w.time || g.Thread != w.thread {
+			t.Errorf("record %d: lane %d time %d thread %#x, want lane %d time %d thread %#x", i, g.Lane, g.Time, g.Thread, w.lane, w.time, w.thread)
+		}
 	}
 }

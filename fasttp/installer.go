@@ -256,9 +256,10 @@ const maxAutoLane = 32 << 20
 
 // laneSize is the size of the lanes to map: SetRingSize's, or four times
 // the trace buffer's (rounded up to a power of two, at least
-// DefaultRingSize, at most maxAutoLane): a no-action record is 32 bytes
-// where its frame is 6, so a lane that size absorbs a burst of most of
-// what the buffer takes while the drainer catches up. Only the pages a
+// DefaultRingSize, at most maxAutoLane): a record is 8 bytes (a hit
+// that collects nothing, in its thread's own lane) to 32 and more where
+// its frame is 6 and more, so a lane that size absorbs a burst of most
+// of what the buffer takes while the drainer catches up. Only the pages a
 // lane's writer reaches (and the 2 MiB the drainer allocates ahead of it)
 // take memory.
 func (in *Installer) laneSize() uint64 {
@@ -673,6 +674,9 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 		Cond: acts.cond, Collect: acts.collect, CollectCap: acts.capBytes, CollectRegs: acts.regs,
 		Lanes: ownedLanes, FSBase: in.fsBase, TPLoad: in.tpLoad, FrameBase: frames.HeaderSize,
 		Uncounted: acts.uncounted,
+		// A hit that collects nothing is one 8-byte word in its
+		// thread's lane.
+		Compact: !acts.regs && len(acts.collect) == 0 && !acts.static && slot <= jit.RecCompactMaxTP,
 	}
 	if acts.frameRegs {
 		spec.FrameBase += uint32(in.engine.RegisterBlockBytes(tp))

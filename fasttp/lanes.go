@@ -228,9 +228,24 @@ func (l *lanes) drain(out []*RingRecord, quiescent bool) (_ []*RingRecord, lost 
 		for j := range recs {
 			recs[j].Lane = i
 		}
+		completeCompact(recs, l.owner(i), rdtsc()+compactSkew)
 		l.next[i] = newTail
 	}
 	return mergeByTime(l.scratch, out), lost, more, firstErr
+}
+
+// compactSkew is added to the stub's clock when it completes compact
+// records' time stamps: a record written on another CPU may read a
+// counter a little ahead of the stub's (about 1.4 s of cycles here).
+const compactSkew = 1 << 32
+
+// owner returns the thread pointer that owns lane i (0: none, or the
+// shared lane).
+func (l *lanes) owner(i int) uint64 {
+	if i >= ownedLanes {
+		return 0
+	}
+	return load64(l.ctl(), uint64(jit.CtlOwners+8*i))
 }
 
 // backlog returns the most bytes any lane holds that the stub has not

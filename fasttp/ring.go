@@ -15,18 +15,19 @@ import (
 // the stub reads them in place while the program runs:
 //
 //  1. load the lane's head (atomically: pads advance it with lock cmpxchg);
-//  2. ParseLane from the stub's tail: each record's size word is loaded
-//     atomically and the record is read only once it is nonzero (the pad
-//     stores the size last, and x86 keeps stores in order), so a record
-//     being written is never seen half done; the first uncommitted record
-//     ends the pass;
+//  2. ParseLane from the stub's tail: each record's first word is loaded
+//     atomically. A compact record is that word alone, stored at once; a
+//     full record is read only once its size (the word's low half) is
+//     nonzero (the pad stores the size last, and x86 keeps stores in
+//     order), so a record being written is never seen half done; the
+//     first uncommitted record ends the pass;
 //  3. hand the records to the engine: they point into the lane, no copy;
 //  4. zero every consumed byte and only then store the new tail (release):
 //     record sizes differ between tracepoints, so a later record can start
 //     where an old one had payload, and a stale nonzero word there must
 //     not look like a committed size. Lanes start zeroed.
 
-// RingRecord is one committed record of a lane (RecSkip fillers are
+// RingRecord is one committed record of a lane (filler words are
 // consumed but not returned).
 type RingRecord struct {
 	Cursor  uint64 // the record's cursor in its lane (monotonic byte position)
@@ -36,6 +37,10 @@ type RingRecord struct {
 	ErrCode uint32 // jit.RecError: the jit Err* code; the record has no payload
 	Time    uint64 // time-stamp counter at the hit
 	Thread  uint64 // the thread pointer (fs base), 0 when unknown
+	// Compact: a compact record (jit.RecCompactSize bytes). ParseLane
+	// leaves in Time only the low jit.RecCompactTimeBits bits and Thread
+	// 0; the lane's owner and the clock complete them (completeCompact).
+	Compact bool
 	// Regs is the pad register block when Flags has jit.RecRegs:
 	// jit.PadRegs little-endian 8-byte slots, GDB's amd64 numbering.
 	Regs []byte
@@ -80,8 +85,8 @@ func store64(b []byte, off, v uint64) {
 
 // ParseLane consumes the committed records of lane data (its size a power
 // of two) from cursor tail in order, stopping at head or at the first
-// uncommitted record (size 0). It appends the records (not the RecSkip
-// fillers) to recs and returns them with the new tail: the cursor after
+// uncommitted record (size 0). It appends the records (not the filler
+// words) to recs and returns them with the new tail: the cursor after
 // the last consumed record. The records' payloads are slices of data. Every header and body is validated; on a
 // corrupt record it returns the records before it, the tail after them
 // and an error naming the lane offset. It never panics on any contents.
@@ -97,8 +102,8 @@ func parseLaneN(data []byte, tail, head uint64, recs []RingRecord, max int) (_ [
 	if size < jit.RecHeaderSize || size&(size-1) != 0 {
 		return recs, tail, false, fmt.Errorf("lane: size %d is not a power of two of at least %d", size, jit.RecHeaderSize)
 	}
-	if tail%jit.RecAlign != 0 {
-		return recs, tail, false, fmt.Errorf("lane: tail %d is not %d-byte aligned", tail, jit.RecAlign)
+	if tail%jit.RecMinAlign != 0 {
+		return recs, tail, false, fmt.Errorf("lane: tail %d is not %d-byte aligned", tail, jit.RecMinAlign)
 	}
 	if head < tail || head-tail > size {
 		return recs, tail, false, fmt.Errorf("lane: head %d and tail %d are not at most %d bytes apart", head, tail, size)
@@ -130,12 +135,16 @@ func parseLaneN(data []byte, tail, head uint64, recs []RingRecord, max int) (_ [
 // size, or 0 if it is not committed.
 func parseRecord(data []byte, off, avail uint64, recs *[]RingRecord) (uint64, error) {
 	ringSize := uint64(len(data))
-	// A filler needs only the first RecAlign bytes (size to flags): the
-	// lane may end less than a header after it.
-	if ringSize-off < jit.RecAlign || avail < jit.RecAlign {
+	// A compact record or a filler is one word: the lane may end less
+	// than a header after it.
+	if ringSize-off < jit.RecMinAlign || avail < jit.RecMinAlign {
 		return 0, fmt.Errorf("no room for a record")
 	}
-	size := uint64(load32(data, off+jit.RecSize))
+	w := load64(data, off)
+	if w&jit.RecCompactBit != 0 {
+		return parseCompact(w, ringSize-off, recs)
+	}
+	size := uint64(uint32(w))
 	if size == 0 {
 		return 0, nil
 	}
@@ -150,12 +159,6 @@ func parseRecord(data []byte, off, avail uint64, recs *[]RingRecord) (uint64, er
 		return 0, fmt.Errorf("size %d runs past the lane end (%d)", size, ringSize)
 	case size > avail:
 		return 0, fmt.Errorf("size %d runs past head (%d bytes reserved)", size, avail)
-	}
-	if flags == jit.RecSkip {
-		if size != ringSize-off {
-			return 0, fmt.Errorf("filler size %d does not reach the lane end (%d bytes)", size, ringSize-off)
-		}
-		return size, nil
 	}
 	if size < jit.RecHeaderSize {
 		return 0, fmt.Errorf("size %d is less than a %d-byte header", size, jit.RecHeaderSize)
@@ -208,6 +211,37 @@ func parseRecord(data []byte, off, avail uint64, recs *[]RingRecord) (uint64, er
 	}
 	*recs = append(*recs, rec)
 	return size, nil
+}
+
+// parseCompact reads the compact record or filler word w at a lane offset
+// toEnd bytes before the lane's end, appends the record, and returns the
+// bytes it takes.
+func parseCompact(w, toEnd uint64, recs *[]RingRecord) (uint64, error) {
+	tp := uint32(w >> jit.RecCompactTPShift & jit.RecCompactSkip)
+	low := w & (1<<jit.RecCompactTimeBits - 1)
+	if tp == jit.RecCompactSkip {
+		if low != 0 {
+			return 0, fmt.Errorf("filler word %#x", w)
+		}
+		return toEnd, nil
+	}
+	*recs = append(*recs, RingRecord{TPIndex: tp, Time: low, Compact: true})
+	return jit.RecCompactSize, nil
+}
+
+// completeCompact gives the compact records of recs their thread and
+// their whole time stamp: the thread is owner (the lane's), and the time
+// the latest one whose low bits are the record's, not after now (the
+// counter now; the bits wrap after days).
+func completeCompact(recs []RingRecord, owner, now uint64) {
+	const mask = 1<<jit.RecCompactTimeBits - 1
+	for i := range recs {
+		r := &recs[i]
+		if r.Compact {
+			r.Thread = owner
+			r.Time = now - (now-r.Time)&mask
+		}
+	}
 }
 
 // checkBlocks verifies that b is a sequence of complete 'M'/'V' blocks.

@@ -16,11 +16,20 @@ func putHeader(lane []byte, off uint64, size, tp, used, flags uint32, time uint6
 	binary.LittleEndian.PutUint32(h[jit.RecTPIndex:], tp)
 	binary.LittleEndian.PutUint32(h[jit.RecUsed:], used)
 	binary.LittleEndian.PutUint32(h[jit.RecFlags:], flags)
-	if flags != jit.RecSkip || len(h) >= jit.RecHeaderSize {
-		binary.LittleEndian.PutUint64(h[jit.RecTime:], time)
-		binary.LittleEndian.PutUint64(h[jit.RecThread:], 0x7f0000+uint64(tp))
-	}
+	binary.LittleEndian.PutUint64(h[jit.RecTime:], time)
+	binary.LittleEndian.PutUint64(h[jit.RecThread:], 0x7f0000+uint64(tp))
 	binary.LittleEndian.PutUint32(h[jit.RecSize:], size)
+}
+
+// putFiller writes the filler word at off: the rest of the lane is unused.
+func putFiller(lane []byte, off uint64) {
+	binary.LittleEndian.PutUint64(lane[off:], jit.RecCompactBit|jit.RecCompactSkip<<jit.RecCompactTPShift)
+}
+
+// putCompact writes a compact record at off and returns its size.
+func putCompact(lane []byte, off uint64, tp uint32, time uint64) uint64 {
+	binary.LittleEndian.PutUint64(lane[off:], jit.RecCompactBit|uint64(tp)<<jit.RecCompactTPShift|time&(1<<jit.RecCompactTimeBits-1))
+	return jit.RecCompactSize
 }
 
 // putRecord writes a committed record at off: registers regBase+i when
@@ -85,19 +94,39 @@ func TestParseLane(t *testing.T) {
 			putHeader(l, 0, 32, 4, jit.ErrDivZero, jit.RecError, 5)
 			return 0, 32
 		}, want{tps: []uint32{4}, tail: 32}},
-		{"16-byte filler at the lane end", 1024, func(l []byte) (uint64, uint64) {
-			putHeader(l, 1008, 16, 0, 0, jit.RecSkip, 0)
+		{"filler at the lane end", 1024, func(l []byte) (uint64, uint64) {
+			putFiller(l, 1008)
 			putRecord(l, 0, 5, false, 0, nil, 9)
 			return 1008, 1024 + 32
 		}, want{tps: []uint32{5}, tail: 1024 + 32}},
+		{"8-byte filler", 1024, func(l []byte) (uint64, uint64) {
+			putFiller(l, 1016)
+			putRecord(l, 0, 5, false, 0, nil, 9)
+			return 1016, 1024 + 32
+		}, want{tps: []uint32{5}, tail: 1024 + 32}},
+		{"compact and full records", 1024, func(l []byte) (uint64, uint64) {
+			n := putCompact(l, 0, 1, 100)
+			n += putRecord(l, n, 2, false, 0, nil, 101) // 8 bytes past a 16-byte boundary
+			n += putCompact(l, n, 3, 102)
+			return 0, n
+		}, want{tps: []uint32{1, 2, 3}, tail: 8 + 32 + 8}},
+		{"uncommitted word after compact records", 1024, func(l []byte) (uint64, uint64) {
+			n := putCompact(l, 0, 1, 100)
+			return 0, n + 8
+		}, want{tps: []uint32{1}, tail: 8}},
 		{"wrapped cursors", 1024, func(l []byte) (uint64, uint64) {
 			putRecord(l, 64, 6, false, 0, nil, 1)
 			return 5*1024 + 64, 5*1024 + 96
 		}, want{tps: []uint32{6}, tail: 5*1024 + 96}},
-		{"filler short of the end", 1024, func(l []byte) (uint64, uint64) {
-			putHeader(l, 0, 512, 0, 0, jit.RecSkip, 0)
+		{"filler word with time bits", 1024, func(l []byte) (uint64, uint64) {
+			putFiller(l, 0)
+			l[0] = 1
 			return 0, 1024
-		}, want{errText: "does not reach the lane end"}},
+		}, want{errText: "filler word"}},
+		{"the old filler record", 1024, func(l []byte) (uint64, uint64) {
+			putHeader(l, 0, 1024, 0, 0, jit.RecSkip, 0)
+			return 0, 1024
+		}, want{errText: "unknown flags"}},
 		{"size past head", 1024, func(l []byte) (uint64, uint64) {
 			putRecord(l, 0, 1, false, 0, nil, 1)
 			return 0, 16
@@ -240,8 +269,9 @@ func FuzzParseLane(f *testing.F) {
 	lane := make([]byte, 1024)
 	n := putRecord(lane, 0, 1, true, 0, memBlock(5, []byte("xy")), 1)
 	putHeader(lane, n, 32, 2, jit.ErrMemory, jit.RecError, 2)
-	putHeader(lane, 1008, 16, 0, 0, jit.RecSkip, 0)
-	f.Add(lane, uint64(0), n+32)
+	putFiller(lane, 1008)
+	putCompact(lane, n+32, 3, 7)
+	f.Add(lane, uint64(0), n+40)
 	f.Add(lane, uint64(1008), uint64(1024+32))
 	f.Add([]byte{32, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0}, uint64(0), uint64(16))
 	f.Add([]byte{}, uint64(0), uint64(0))
@@ -262,6 +292,9 @@ func FuzzParseLane(f *testing.F) {
 			}
 			if r.Flags == jit.RecError && r.ErrCode == 0 {
 				t.Fatalf("error record without a code")
+			}
+			if r.Compact && (r.Flags != 0 || r.TPIndex >= jit.RecCompactSkip || r.Time >= 1<<jit.RecCompactTimeBits) {
+				t.Fatalf("compact record %+v", r)
 			}
 			if err := checkBlocks(r.Blocks); err != nil {
 				t.Fatalf("returned malformed blocks: %v", err)
@@ -288,6 +321,35 @@ func TestMaskHasFPRegs(t *testing.T) {
 	for _, c := range cases {
 		if got := maskHasFPRegs(c.mask); got != c.want {
 			t.Errorf("maskHasFPRegs(%q) = %v, want %v", c.mask, got, c.want)
+		}
+	}
+}
+
+// completeCompact gives compact records the lane's owner and their whole
+// time stamp: the latest one not after the clock with the record's low
+// bits; full records keep theirs.
+func TestCompleteCompact(t *testing.T) {
+	const mask = 1<<jit.RecCompactTimeBits - 1
+	cases := []struct {
+		name      string
+		now, time uint64 // the clock; the record's whole time stamp
+	}{
+		{"same high bits", 0x1234_5678_9abc_def0, 0x1234_5678_9abc_de00},
+		{"equal", 0x1234_5678_9abc_def0, 0x1234_5678_9abc_def0},
+		{"across a wrap of the low bits", 0x0001_0000_0000_0010, 0x0000_ffff_ffff_fff0},
+		{"small clock", 100, 7},
+	}
+	for _, c := range cases {
+		recs := []RingRecord{
+			{TPIndex: 1, Time: c.time & mask, Compact: true},
+			{TPIndex: 2, Time: 55, Thread: 9},
+		}
+		completeCompact(recs, 0x7f00_1000, c.now)
+		if recs[0].Time != c.time || recs[0].Thread != 0x7f00_1000 {
+			t.Errorf("%s: time %#x thread %#x, want %#x and the owner", c.name, recs[0].Time, recs[0].Thread, c.time)
+		}
+		if recs[1].Time != 55 || recs[1].Thread != 9 {
+			t.Errorf("%s: a full record changed: %+v", c.name, recs[1])
 		}
 	}
 }

@@ -265,8 +265,10 @@
 //   - passcount P != 0: the hit gets its number n, one more than what
 //     lock xadd hits, 1 returns; n > P (other threads got there first):
 //     Skip. Without a passcount hits is not touched.
-//   - find the thread's lane and reserve R = PadRecordSize(CollectRegs,
-//     CollectCap) bytes in it; when the lane is full, lock add dropped
+//   - find the thread's lane. With PadSpec.Compact in a lane the thread
+//     owns, reserve RecCompactSize bytes and store the compact record
+//     (below); otherwise reserve R = PadRecordSize(CollectRegs,
+//     CollectCap) bytes; when the lane is full, lock add dropped
 //     and go on to the passcount check. Otherwise write the header
 //     (tracepoint index, used 0, flags RecRegs or 0, time, thread), the
 //     register block when CollectRegs (rep movsq), then run the Collect
@@ -313,21 +315,30 @@
 // handler that hits a tracepoint runs between two of them) and no other
 // CPU writes the head. The shared lane's head needs lock cmpxchg.
 //
-// Records start at base + cursor % size, 16-byte aligned, and never wrap
-// around the lane's end. Header (RecHeaderSize = 32 bytes): +0 u32 size
-// (whole record, written last; 0 = not committed), +4 u32 tracepoint
-// index, +8 u32 used (bytes of blocks; RecError: the Err* code), +12 u32
-// flags (RecSkip, RecError, RecRegs), +16 u64 time (rdtsc at the hit), +24
+// Records start at base + cursor % size, 8-byte aligned, and never wrap
+// around the lane's end. A compact record (PadSpec.Compact: the
+// tracepoint collects nothing; only in a lane the thread owns) is one
+// u64 stored at once, which is its commit: RecCompactBit (bit 63), the
+// tracepoint index in bits 48-62 and the low RecCompactTimeBits (48)
+// bits of rdtsc; its thread is the lane's owner, and the consumer
+// restores the time's high bits from its own clock. A full record is a
+// multiple of 16 bytes with a header (RecHeaderSize = 32 bytes): +0 u32
+// size (whole record, written last; 0 = not committed), +4 u32
+// tracepoint index (below 2^31, so bit 63 of the first u64 is clear),
+// +8 u32 used (bytes of blocks; RecError: the Err* code), +12 u32 flags
+// (RecError, RecRegs, RecXSave), +16 u64 time (rdtsc at the hit), +24
 // u64 thread (fs base, 0 when unknown). With RecRegs the PadRegs*8-byte
 // register block follows, then used bytes of 'M'/'V' blocks.
 // Reservation of R bytes: h = head, off = h & (size-1); need = R, or
-// (size-off)+R when the record does not fit before the end; if h+need-tail
-// > size (a signed compare: with a stale h, read before other threads and the
-// stub moved on, it is negative, and the cmpxchg fails and retries) the lane is full and the hit is dropped; else (lock) cmpxchg head h
-// -> h+need, retrying with the head it returns on failure. When need > R
-// the pad writes a committed RecSkip filler (size = size-off, tracepoint
-// index, used 0; only its first 16 bytes are written) at off and puts the
-// record at the lane's start.
+// (size-off)+R when the record does not fit before the end; if
+// h+need-tail > size (a signed compare: with a stale h, read before
+// other threads and the stub moved on, it is negative, and the cmpxchg
+// fails and retries) the lane is full and the hit is dropped; else
+// (lock) cmpxchg head h -> h+need, retrying with the head it returns on
+// failure. When need > R the pad stores the filler word (RecCompactBit
+// and index RecCompactSkip, time bits 0: the rest of the lane is unused)
+// at off and puts the record at the lane's start; 8 bytes are enough,
+// so compact and full records share a lane.
 //
 // The consumer (package fasttp) reads each lane's committed records from
 // tail in order and stops at the first uncommitted one. Before

@@ -93,9 +93,30 @@ const (
 	RecAlign      = 16 // records start and end 16-byte aligned
 )
 
+// Compact records: a thread's hit of a tracepoint that collects nothing
+// (PadSpec.Compact), in a lane the thread owns, is one 8-byte word,
+// stored once (the store is the commit): RecCompactBit, the tracepoint
+// index in bits 48-62 and the low RecCompactTimeBits bits of the time
+// stamp. The thread is the lane's owner. A full record's first word has
+// the tracepoint index in bits 32-63, below 2^31, so bit 63 tells them
+// apart. The same word with index RecCompactSkip is the filler: the rest
+// of the lane is unused (a record that did not fit went to its start).
+const (
+	RecCompactSize     = 8
+	RecCompactBit      = 1 << 63
+	RecCompactTPShift  = 48
+	RecCompactTimeBits = 48
+	RecCompactSkip     = 0x7fff // tracepoint index of the filler word
+	// RecCompactMaxTP bounds the tracepoint indexes compact records hold.
+	RecCompactMaxTP = RecCompactSkip - 1
+	// RecMinAlign is the alignment of every record's start: compact
+	// records are 8 bytes, full ones a multiple of RecAlign.
+	RecMinAlign = 8
+)
+
 // Record flags.
 const (
-	RecSkip  = 1 // filler from its offset to the end of the lane, no payload
+	RecSkip  = 1 // not in lanes: what parsers may call the filler word (RecCompactSkip)
 	RecError = 2 // the condition or a collection failed; RecUsed holds the Err* code
 	RecRegs  = 4 // the record holds the PadRegs register block after the header
 	// RecXSave: an XSAVE area follows the register block (with RecRegs),
@@ -164,6 +185,10 @@ type PadSpec struct {
 	// gives the thread pointer that picks a thread's lane. Without it
 	// every hit goes to the shared lane and RecThread is 0.
 	FSBase bool
+	// Compact: the tracepoint collects nothing (no registers, no
+	// collection code), so a hit in a lane the thread owns writes a
+	// compact 8-byte record instead of a 32-byte header.
+	Compact bool
 	// TPLoad, without FSBase: read the thread pointer from %fs:0, where
 	// glibc and musl keep the thread control block's pointer to itself
 	// (the caller checks that they do). A thread whose fs base is 0
@@ -363,6 +388,9 @@ func checkPadSpec(spec PadSpec) error {
 	if spec.RecordSize() > math.MaxInt32 {
 		return fmt.Errorf("jit: jump pad: collection capacity %d too large", spec.CollectCap)
 	}
+	if spec.Compact && (spec.CollectRegs || len(spec.Collect) > 0 || spec.TPIndex > RecCompactMaxTP) {
+		return fmt.Errorf("jit: jump pad: compact records for tracepoint %d, which collects", spec.TPIndex)
+	}
 	if spec.Uncounted < 0 || spec.Uncounted > len(spec.Collect) {
 		return fmt.Errorf("jit: jump pad: %d uncounted of %d collections", spec.Uncounted, len(spec.Collect))
 	}
@@ -505,6 +533,9 @@ func (b *padBuilder) passcount() {
 func (b *padBuilder) record() {
 	a := &b.a
 	b.lane()
+	if b.spec.Compact {
+		b.compactRecord()
+	}
 	a.movImm(padSizeR, b.recSize)
 	b.pass = append(b.pass, b.reserve()...)
 	flags := uint32(0)
@@ -561,6 +592,27 @@ func (b *padBuilder) record() {
 		a.load64(padSizeR, at(rSP, locCounted))
 	}
 	b.spend()
+}
+
+// compactRecord writes the hit as a compact record when the thread owns
+// its lane, and goes on to the passcount check; in the shared lane it
+// falls through to the full record.
+func (b *padBuilder) compactRecord() {
+	a := &b.a
+	a.testRR(padShared, padShared)
+	shared := a.jcc32(condNE)
+	a.movImm(padSizeR, RecCompactSize)
+	b.pass = append(b.pass, b.reserve()...)
+	a.load64(rAX, at(rSP, locTime))
+	a.shiftImm(shiftShl, rAX, 64-RecCompactTimeBits)
+	a.shiftImm(shiftShr, rAX, 64-RecCompactTimeBits)
+	a.movImm(rCX, RecCompactBit|uint64(b.spec.TPIndex)<<RecCompactTPShift)
+	a.aluRR(aluOr, rAX, rCX)
+	a.store64(at(padRecord, 0), rAX) // the commit
+	a.aluRR32(aluXor, padSizeR, padSizeR)
+	b.spend()
+	b.pass = append(b.pass, a.jmp32())
+	a.patch32(shared, a.pos())
 }
 
 // spend adds the committed record's frame bytes (FrameBase + used, used
@@ -840,13 +892,10 @@ func (b *padBuilder) reserve() []int {
 	a.load64(padRecord, at(padLane, LaneBase))
 	a.aluRR(aluCmp, r9, padSizeR)
 	noSkip := a.jcc8(condE)
-	// Filler from off to the end; the record goes at the lane start.
-	a.lea(rDI, mem{base: padRecord, index: int(rDX), scale: 1})
-	a.aluRR(aluSub, rCX, rDX)
-	a.store32Imm(at(rDI, RecTPIndex), b.spec.TPIndex)
-	a.store32Imm(at(rDI, RecUsed), 0)
-	a.store32Imm(at(rDI, RecFlags), RecSkip)
-	a.store32(at(rDI, RecSize), rCX)
+	// Filler word at off (the rest of the lane is unused); the record
+	// goes at the lane start.
+	a.movImm(rCX, RecCompactBit|RecCompactSkip<<RecCompactTPShift)
+	a.store64(mem{base: padRecord, index: int(rDX), scale: 1}, rCX)
 	done := a.jmp8()
 	a.here8(noSkip)
 	a.aluRR(aluAdd, padRecord, rDX)

@@ -315,12 +315,29 @@ func parseLane(data []byte, tail, head uint64) ([]testRecord, uint64, error) {
 	}
 	for tail < head {
 		off := tail & (size - 1)
-		if off%RecAlign != 0 || head-tail < RecAlign {
+		if off%RecMinAlign != 0 || head-tail < RecMinAlign {
 			return recs, tail, fmt.Errorf("cursor %d: misaligned or %d bytes to head", tail, head-tail)
 		}
-		n := uint64(atomic.LoadUint32((*uint32)(unsafe.Pointer(&data[off]))))
+		w := atomic.LoadUint64((*uint64)(unsafe.Pointer(&data[off])))
+		if w&RecCompactBit != 0 {
+			rec := testRecord{cursor: tail, off: off, size: RecCompactSize, tp: uint32(w >> RecCompactTPShift & RecCompactSkip),
+				time: w & (1<<RecCompactTimeBits - 1)}
+			if rec.tp == RecCompactSkip {
+				if rec.time != 0 {
+					return recs, tail, fmt.Errorf("cursor %d: filler word %#x", tail, w)
+				}
+				rec.size, rec.flags = uint32(size-off), RecSkip
+			}
+			recs = append(recs, rec)
+			tail += uint64(rec.size)
+			continue
+		}
+		n := uint64(uint32(w))
 		if n == 0 {
 			break
+		}
+		if off%RecAlign != 0 && n < RecAlign {
+			return recs, tail, fmt.Errorf("cursor %d: size %d", tail, n)
 		}
 		h := data[off:]
 		rec := testRecord{cursor: tail, off: off, size: uint32(n), tp: binary.LittleEndian.Uint32(h[RecTPIndex:]),
@@ -334,10 +351,6 @@ func parseLane(data []byte, tail, head uint64) ([]testRecord, uint64, error) {
 			rec.flags &^= RecXSave | 0xff<<RecXSaveShift
 		}
 		switch rec.flags {
-		case RecSkip:
-			if n != size-off || rec.used != 0 {
-				return recs, tail, fmt.Errorf("cursor %d: filler %+v does not reach the lane end", tail, rec)
-			}
 		case RecError, 0, RecRegs:
 			if n < RecHeaderSize {
 				return recs, tail, fmt.Errorf("cursor %d: size %d", tail, n)
@@ -1119,7 +1132,7 @@ func TestPadLaneWrap(t *testing.T) {
 				if filler >= 0 {
 					fillers++
 					if len(recs) != 2 || recs[0].flags != RecSkip || recs[0].off != uint64(filler) || uint64(recs[0].size) != tc.laneSize-uint64(filler) ||
-						recs[0].tp != 1 {
+						recs[0].tp != RecCompactSkip {
 						t.Fatalf("hit %d: want a filler at %d, got %+v", h, filler, recs)
 					}
 					recs = recs[1:]
@@ -2148,4 +2161,119 @@ func TestPadThreadPointerLoad(t *testing.T) {
 	if len(plain.Faults) != 0 {
 		t.Errorf("a pad without TPLoad lists faults %v", plain.Faults)
 	}
+}
+
+// withTCBSelfPointer runs f on a locked thread whose %fs:0 holds its fs
+// base, as glibc's thread control block does (PadSpec.TPLoad). In a Go
+// thread the word at the fs base is an unused TLS slot of the runtime's
+// m; it is restored afterwards.
+func withTCBSelfPointer(t *testing.T, f func(fs uint64)) {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	fs := threadFSBase()
+	// The fs base is memory of the runtime's, outside the Go heap.
+	slot := (*uint64)(unsafe.Add(nil, fs))
+	saved := *slot
+	*slot = fs
+	defer func() { *slot = saved }()
+	f(fs)
+}
+
+// A tracepoint that collects nothing (PadSpec.Compact) writes 8-byte
+// compact records in a lane its thread owns: the tracepoint index and
+// the time stamp's low bits in one word; in the shared lane (no lane
+// free) it writes full records with the thread pointer.
+func TestPadCompactRecords(t *testing.T) {
+	const tp = 5
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprint("shared=", shared), func(t *testing.T) {
+			withTCBSelfPointer(t, func(fs uint64) {
+				rig := newPadRig(t, 4, 1<<12)
+				rig.reset(true)
+				rig.install(t, PadSpec{TPIndex: tp, TPLoad: true, Compact: true, FrameBase: 6})
+				if shared {
+					for i := range 4 {
+						*rig.field(CtlOwners + 8*i) = 0x7777_0000_0000 + uint64(i)
+					}
+				}
+				st := newTestStack(t)
+				for h := range 3 {
+					in := padInput(h)
+					rig.hit(t, &in, st)
+				}
+				lane := rig.laneOf(fs)
+				if shared != (lane == 4) {
+					t.Fatalf("records in lane %d (owners %#x %#x %#x %#x, fs %#x)", lane, rig.owner(0), rig.owner(1), rig.owner(2), rig.owner(3), fs)
+				}
+				recs := rig.laneRecords(t, lane)
+				if len(recs) != 3 {
+					t.Fatalf("%d records: %+v", len(recs), recs)
+				}
+				wantSize, wantThread := uint32(RecCompactSize), uint64(0)
+				if shared {
+					wantSize, wantThread = RecHeaderSize, fs
+				}
+				for i, r := range recs {
+					if r.size != wantSize || r.tp != tp || r.flags != 0 || r.used != 0 || r.thread != wantThread {
+						t.Errorf("record %d: %+v, want %d bytes, thread %#x", i, r, wantSize, wantThread)
+					}
+					if i > 0 && r.time <= recs[i-1].time {
+						t.Errorf("record %d: time %#x after %#x", i, r.time, recs[i-1].time)
+					}
+					if r.time >= 1<<RecCompactTimeBits && !shared {
+						t.Errorf("record %d: time %#x has more than %d bits", i, r.time, RecCompactTimeBits)
+					}
+				}
+				if spent := *rig.laneField(lane, LaneSpent); spent != 3*6 {
+					t.Errorf("spent %d, want %d", spent, 3*6)
+				}
+			})
+		})
+	}
+	if _, err := BuildJumpPadAMD64(PadSpec{Lanes: 4, Compact: true, CollectRegs: true}); err == nil {
+		t.Errorf("compact records accepted for a tracepoint collecting registers")
+	}
+}
+
+// Compact and full records share a thread's lane: a full record then
+// starts 8 bytes past a 16-byte boundary, and one that does not fit
+// before the lane's end leaves a filler word even when only 8 bytes
+// remain.
+func TestPadCompactAndFullRecordsWrap(t *testing.T) {
+	withTCBSelfPointer(t, func(fs uint64) {
+		rig := newPadRig(t, 4, 1024)
+		rig.reset(true)
+		st := newTestStack(t)
+		hits := func(spec PadSpec, n int) {
+			rig.install(t, spec)
+			for h := range n {
+				in := padInput(h)
+				rig.hit(t, &in, st)
+			}
+		}
+		compact := PadSpec{TPIndex: 1, TPLoad: true, Compact: true}
+		full := PadSpec{TPIndex: 2, TPLoad: true}
+		hits(compact, 1)
+		hits(full, 31)
+		hits(compact, 2)
+		lane := rig.laneOf(fs)
+		if lane >= 4 {
+			t.Fatalf("no lane claimed")
+		}
+		recs := rig.laneRecords(t, lane)
+		if len(recs) != 34 || recs[1].off != 8 || recs[1].size != RecHeaderSize || recs[33].off != 1008 {
+			t.Fatalf("%d records, the first full one at %d", len(recs), recs[1].off)
+		}
+		rig.consume(lane, *rig.laneField(lane, LaneHead)) // head 1016
+		hits(full, 1)
+		recs = rig.laneRecords(t, lane)
+		if len(recs) != 2 || recs[0].flags != RecSkip || recs[0].off != 1016 || recs[0].size != 8 ||
+			recs[1].off != 0 || recs[1].tp != 2 || recs[1].thread != fs {
+			t.Fatalf("after the wrap: %+v", recs)
+		}
+		if head := *rig.laneField(lane, LaneHead); head != 1024+RecHeaderSize {
+			t.Errorf("head %d, want %d", head, 1024+RecHeaderSize)
+		}
+	})
 }
