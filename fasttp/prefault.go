@@ -71,6 +71,7 @@ const startAhead = 1 << 20
 // the process map (populateAhead): a thread started after tstart, which
 // claims its lane at its first hit, then writes its first records
 // without page faults while the drainer, which looks at the lanes every
-// 50 to 500 µs, has not yet seen it. About 250 records of a kilobyte
-// (collect $regs with the vector state), thousands without collection.
-const spareHead = 256 << 10
+// 50 to 500 µs, has not yet seen it. About 60 records of a kilobyte
+// (collect $regs with the vector state), 8,192 compact ones. All 65
+// lanes' take 1-2 ms of the drainer's first look.
+const spareHead = 64 << 10
