@@ -85,7 +85,7 @@ func (p *Process) pokeByte(addr uint64, b byte) error {
 // count read and an error; nothing readable returns 0 and an error.
 func (p *Process) ReadMemory(addr uint64, buf []byte) (int, error) {
 	var n int
-	err := p.do(func() error {
+	err := p.direct(func() error {
 		var err error
 		n, err = p.readMemory(addr, buf)
 		return err
@@ -104,7 +104,7 @@ func (p *Process) readMemory(addr uint64, buf []byte) (int, error) {
 // under code patches update the patches' saved bytes; the patches stay. It
 // fails rather than leave a partial write unreported.
 func (p *Process) WriteMemory(addr uint64, data []byte) error {
-	return p.do(func() error { return p.writeMemory(addr, data) })
+	return p.direct(func() error { return p.writeMemory(addr, data) })
 }
 
 func (p *Process) writeMemory(addr uint64, data []byte) error {
