@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -40,31 +41,7 @@ end`, "trace_done", "tsave -r "+tf)
 	if frames != traceIterations+1 {
 		t.Fatalf("%d frames, want %d", frames, traceIterations+1)
 	}
-	cmd := exec.Command(stubPath(t), "export", "--format", "json", tf)
-	js, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("gotpstub export --format json: %v", err)
-	}
-	var lines []map[string]any
-	sc := bufio.NewScanner(strings.NewReader(string(js)))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var m map[string]any
-		d := json.NewDecoder(strings.NewReader(sc.Text()))
-		d.UseNumber() // nanoseconds since 1970 need all 64 bits
-		if err := d.Decode(&m); err != nil {
-			t.Fatalf("line %q: %v", sc.Text(), err)
-		}
-		lines = append(lines, m)
-	}
-	num := func(v any) (int64, bool) {
-		n, ok := v.(json.Number)
-		if !ok {
-			return 0, false
-		}
-		i, err := n.Int64()
-		return i, err == nil
-	}
+	lines := exportJSON(t, tf)
 	if len(lines) != frames {
 		t.Fatalf("%d JSON lines for %d frames", len(lines), frames)
 	}
@@ -120,4 +97,72 @@ end`, "trace_done", "tsave -r "+tf)
 		t.Errorf("babeltrace2 printed %d events for %d frames:\n%s", n, frames, b)
 	}
 	mustContain(t, string(b), `{ tracepoint = 2,`, `frame_regs: { tracepoint = 3,`, `location = "traced_function"`)
+}
+
+// exportJSON runs gotpstub export --format json on the trace file tf and
+// returns its lines, numbers kept whole (json.Number).
+func exportJSON(t *testing.T, tf string) []map[string]any {
+	t.Helper()
+	js, err := exec.Command(stubPath(t), "export", "--format", "json", tf).Output()
+	if err != nil {
+		t.Fatalf("gotpstub export --format json: %v", err)
+	}
+	var lines []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(string(js)))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		d := json.NewDecoder(strings.NewReader(sc.Text()))
+		d.UseNumber() // nanoseconds since 1970 need all 64 bits
+		if err := d.Decode(&m); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		lines = append(lines, m)
+	}
+	return lines
+}
+
+// num returns the integer of a json.Number.
+func num(v any) (int64, bool) {
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, false
+	}
+	i, err := n.Int64()
+	return i, err == nil
+}
+
+// A fast tracepoint that collects nothing writes compact records (one
+// word: the time stamp's low 48 bits, the thread implied by the lane):
+// its frames still get whole times, within the session and in hit
+// order, when saved and exported.
+func TestCompactRecordTimes(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver has no QTSave (tsave -r)")
+	}
+	prog := buildProgram(t, "trace")
+	tf := filepath.Join(t.TempDir(), "run.tf")
+	before := time.Now().UnixNano()
+	out, stub := fastSession(t, prog, []string{strconv.Itoa(traceIterations)}, `
+ftrace traced_function`, "trace_done", "tsave -r "+tf)
+	after := time.Now().UnixNano()
+	mustPlaceJump(t, stub, 2)
+	if !regexp.MustCompile(`tracepoint 2 at 0x[0-9a-f]+: .*8-byte records`).MatchString(stub.output.String()) {
+		t.Fatalf("the tracepoint does not write compact records:\n%s", stub.output.String())
+	}
+	if frames := framesCollected(t, out); frames != traceIterations {
+		t.Fatalf("%d frames, want %d", frames, traceIterations)
+	}
+	lines := exportJSON(t, tf)
+	if len(lines) != traceIterations {
+		t.Fatalf("%d JSON lines, want %d", len(lines), traceIterations)
+	}
+	last := int64(0)
+	for _, m := range lines {
+		ns, ok := num(m["time_ns"])
+		if !ok || ns < before || ns > after || ns < last {
+			t.Fatalf("frame %v: time %v, want within [%d, %d] and after %d", m["frame"], m["time_ns"], before, after, last)
+		}
+		last = ns
+	}
 }

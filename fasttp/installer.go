@@ -180,6 +180,7 @@ type jumpSite struct {
 	// traceTime: the tracepoint collects $trace_timestamp, which the
 	// stub adds to each frame from the record's time.
 	traceTime bool
+	compact   bool // jit.PadSpec.Compact: 8-byte records in owned lanes
 }
 
 // padTrap is the role of an int3 inside a pad.
@@ -745,7 +746,8 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 		in.faults[f.PC] = f.Recover
 	}
 	in.faultsMu.Unlock()
-	s := &jumpSite{tp: tp, slot: slot, site: site, pad: pad, padAddr: spec.Addr, heads: heads, traceTime: acts.traceTime}
+	s := &jumpSite{tp: tp, slot: slot, site: site, pad: pad, padAddr: spec.Addr, heads: heads, traceTime: acts.traceTime,
+		compact: spec.Compact}
 
 	// Threads stopped inside the covered bytes (not at their start) go to
 	// the relocated copies; then the jump goes in.

@@ -107,6 +107,9 @@ func (in *Installer) placement(tp *tracing.Tracepoint) string {
 		if s.site.Dead > 0 {
 			heads += fmt.Sprintf(", %d bytes of padding", s.site.Dead)
 		}
+		if s.compact {
+			heads += ", 8-byte records"
+		}
 		return head + fmt.Sprintf("%s over %d bytes (%d instructions), pad at %#x (%d bytes), %s",
 			shape, s.site.Covered, len(s.site.Insns), s.padAddr, len(s.pad.Code), heads)
 	}
