@@ -275,6 +275,7 @@ func (s *Server) runOnce(acts []inferior.Action) (*inferior.StopEvent, error) {
 				s.onDisconnect()
 				return nil, nil
 			}
+			s.handledOne()
 			if pkt.Interrupt {
 				p.Interrupt()
 				continue

@@ -100,6 +100,7 @@ type Server struct {
 	heldBps map[int]map[heldBreakpoint]bool
 	lastPid int  // pid of the current or last process
 	exitReq bool // monitor exit
+	disp    dispatchState
 
 	gThread, cThread int // Hg / Hc selections (0 = any, -1 = all)
 
@@ -254,22 +255,33 @@ func (s *Server) ExitRequested() bool { return s.exitReq }
 // Serve handles one gdb connection until it closes. It returns nil when
 // the client went away or asked the stub to exit.
 func (s *Server) Serve(rw io.ReadWriteCloser) error {
-	s.conn = rsp.NewConn(rw)
+	s.disp = dispatchState{}
+	s.conn = rsp.NewConnDispatch(rw, s.inlineDispatch)
 	if s.cfg.PacketLog != nil {
 		s.conn.SetLog(s.cfg.PacketLog)
 	}
+	s.conn.Start() // the dispatch function uses s.conn
 	defer s.conn.Close()
 	s.extended = false
 	for pkt := range s.conn.Incoming() {
 		if pkt.Interrupt {
+			s.handledOne()
 			continue // nothing is running: gdbserver ignores it too
 		}
-		if err := s.handle(pkt.Data); err != nil {
+		err := s.handle(pkt.Data)
+		s.handledOne()
+		if err != nil {
 			return err
 		}
 		if s.exitReq {
 			return nil
 		}
+	}
+	s.disp.mu.Lock()
+	err := s.disp.err
+	s.disp.mu.Unlock()
+	if err != nil {
+		return err
 	}
 	s.onDisconnect()
 	return nil

@@ -70,8 +70,9 @@ type session struct {
 // rawClient is a minimal gdb-side framing: it sends packets without
 // run-length encoding (as gdb does), acks replies and expands their RLE.
 type rawClient struct {
-	c  net.Conn
-	rd *bufio.Reader
+	c     net.Conn
+	rd    *bufio.Reader
+	noAck bool // after QStartNoAckMode: no '+' either way
 }
 
 func (r *rawClient) Close() error { return r.c.Close() }
@@ -80,6 +81,9 @@ func (r *rawClient) send(pkt string) error {
 	r.c.SetDeadline(time.Now().Add(20 * time.Second))
 	if _, err := fmt.Fprintf(r.c, "$%s#%02x", pkt, rsp.Checksum([]byte(pkt))); err != nil {
 		return err
+	}
+	if r.noAck {
+		return nil
 	}
 	b, err := r.rd.ReadByte()
 	if err != nil {
@@ -114,7 +118,9 @@ func (r *rawClient) recv() (string, error) {
 	if fmt.Sprintf("%02x", rsp.Checksum([]byte(body))) != string(cs[:]) {
 		return "", fmt.Errorf("bad checksum on %q", body)
 	}
-	if _, err := r.c.Write([]byte("+")); err != nil {
+	if r.noAck {
+		// nothing to acknowledge
+	} else if _, err := r.c.Write([]byte("+")); err != nil {
 		return "", err
 	}
 	var out []byte
@@ -253,9 +259,24 @@ func trunc(s string) string {
 	return s
 }
 
+// The same session in no-ack mode, as gdb runs it: most packets are then
+// handled on the connection's reader goroutine and resumptions on
+// Serve's (server/dispatch.go), in order.
 func TestBreakpointStepOverAndMemory(t *testing.T) {
+	for _, noAck := range []bool{false, true} {
+		t.Run(fmt.Sprint("noack=", noAck), func(t *testing.T) { breakpointStepOverAndMemory(t, noAck) })
+	}
+}
+
+func breakpointStepOverAndMemory(t *testing.T, noAck bool) {
 	prog := buildCount(t)
 	s := startSession(t, prog)
+	if noAck {
+		if got := s.ask("QStartNoAckMode"); got != "OK" {
+			t.Fatalf("QStartNoAckMode: %q", got)
+		}
+		s.client.noAck = true
+	}
 	tick := symbol(t, prog, "tick")
 	counter := symbol(t, prog, "counter")
 	if got := s.ask(fmt.Sprintf("Z0,%x,1", tick)); got != "OK" {
