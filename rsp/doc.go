@@ -33,4 +33,13 @@
 //     escaped by Send: a handler returning binary data escapes it with
 //     EscapeBinary. Send refuses payloads containing a raw '$' or '#', which
 //     would break the framing.
+//
+// # Goroutines
+//
+// A reader goroutine parses the stream, acknowledges packets, passes
+// acknowledgments to Send and queues packets and interrupts on Incoming.
+// A connection made with NewConnDispatch first offers each of them to a
+// dispatch function on the reader goroutine, which may handle it there:
+// a hand-off between goroutines costs more than the rest of a simple
+// packet's round trip on a VM.
 package rsp

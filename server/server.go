@@ -6,6 +6,9 @@
 // tracepoint markers (markers.go), evaluates breakpoint conditions gdb
 // sends with Z packets (condbreak.go) and tells the fast-tracepoint
 // installer of gdb's breakpoints (a breakpoint inside a jump's bytes).
+// In no-ack mode, packets that cannot resume the program or end the
+// session are handled on the connection's reader goroutine, the others
+// on Serve's, one at a time and in order (dispatch.go).
 package server
 
 import (
