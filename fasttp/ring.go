@@ -142,16 +142,12 @@ func parseRecord(data []byte, off, avail uint64, recs *[]RingRecord) (uint64, er
 	}
 	w := load64(data, off)
 	if w&jit.RecCompactBit != 0 {
-		return parseCompact(w, ringSize-off, recs)
+		return parseCompact(w, ringSize-off, avail, recs)
 	}
 	size := uint64(uint32(w))
 	if size == 0 {
 		return 0, nil
 	}
-	hdr := data[off : off+min(jit.RecHeaderSize, ringSize-off)]
-	tp := binary.LittleEndian.Uint32(hdr[jit.RecTPIndex:])
-	used := binary.LittleEndian.Uint32(hdr[jit.RecUsed:])
-	flags := binary.LittleEndian.Uint32(hdr[jit.RecFlags:])
 	switch {
 	case size%jit.RecAlign != 0:
 		return 0, fmt.Errorf("size %d is not a multiple of %d", size, jit.RecAlign)
@@ -159,10 +155,13 @@ func parseRecord(data []byte, off, avail uint64, recs *[]RingRecord) (uint64, er
 		return 0, fmt.Errorf("size %d runs past the lane end (%d)", size, ringSize)
 	case size > avail:
 		return 0, fmt.Errorf("size %d runs past head (%d bytes reserved)", size, avail)
-	}
-	if size < jit.RecHeaderSize {
+	case size < jit.RecHeaderSize:
 		return 0, fmt.Errorf("size %d is less than a %d-byte header", size, jit.RecHeaderSize)
 	}
+	hdr := data[off : off+jit.RecHeaderSize]
+	tp := binary.LittleEndian.Uint32(hdr[jit.RecTPIndex:])
+	used := binary.LittleEndian.Uint32(hdr[jit.RecUsed:])
+	flags := binary.LittleEndian.Uint32(hdr[jit.RecFlags:])
 	rec := RingRecord{TPIndex: tp, Flags: flags,
 		Time: binary.LittleEndian.Uint64(hdr[jit.RecTime:]), Thread: binary.LittleEndian.Uint64(hdr[jit.RecThread:])}
 	switch flags {
@@ -214,14 +213,17 @@ func parseRecord(data []byte, off, avail uint64, recs *[]RingRecord) (uint64, er
 }
 
 // parseCompact reads the compact record or filler word w at a lane offset
-// toEnd bytes before the lane's end, appends the record, and returns the
-// bytes it takes.
-func parseCompact(w, toEnd uint64, recs *[]RingRecord) (uint64, error) {
+// toEnd bytes before the lane's end and avail before head, appends the
+// record, and returns the bytes it takes.
+func parseCompact(w, toEnd, avail uint64, recs *[]RingRecord) (uint64, error) {
 	tp := uint32(w >> jit.RecCompactTPShift & jit.RecCompactSkip)
 	low := w & (1<<jit.RecCompactTimeBits - 1)
 	if tp == jit.RecCompactSkip {
-		if low != 0 {
+		switch {
+		case low != 0:
 			return 0, fmt.Errorf("filler word %#x", w)
+		case toEnd > avail:
+			return 0, fmt.Errorf("filler of %d bytes runs past head (%d bytes reserved)", toEnd, avail)
 		}
 		return toEnd, nil
 	}

@@ -118,6 +118,14 @@ func TestParseLane(t *testing.T) {
 			putRecord(l, 64, 6, false, 0, nil, 1)
 			return 5*1024 + 64, 5*1024 + 96
 		}, want{tps: []uint32{6}, tail: 5*1024 + 96}},
+		{"full header in the lane's last 8 bytes", 1024, func(l []byte) (uint64, uint64) {
+			binary.LittleEndian.PutUint32(l[1016:], 32)
+			return 1016, 1024 + 16
+		}, want{errText: "past the lane end"}},
+		{"filler past head", 1024, func(l []byte) (uint64, uint64) {
+			putFiller(l, 1008)
+			return 1008, 1021
+		}, want{errText: "past head"}},
 		{"filler word with time bits", 1024, func(l []byte) (uint64, uint64) {
 			putFiller(l, 0)
 			l[0] = 1
