@@ -93,9 +93,9 @@
 // # Memory
 //
 // Frame bytes are stored in one arena of at most the budget, allocated as
-// frames arrive (doubling), or up front by Reserve (QTStart reserves up to
-// 64 MiB, touching its pages while the program is stopped), and kept
-// across Clear. Each present frame also
+// frames arrive (doubling), or up front by Reserve (QTinit and QTStart
+// reserve up to 16 MiB, touching its pages without the buffer's lock,
+// beside gdb's download), and kept across Clear. Each present frame also
 // has a 24-byte record (with the time it was taken); the search indexes add up to 25 bytes per frame
 // once tfind has used them. Nothing holds a pointer per frame, and Commit allocates
 // nothing in steady state (a reused FrameBuilder, see FrameBuilder.Reset).
