@@ -16,9 +16,10 @@ import (
 // may end the session or wait for gdb), every later packet follows it
 // there until Serve has handled all it was given.
 type dispatchState struct {
-	mu      sync.Mutex
-	forward bool  // packets go to Serve
-	pending int   // packets given to Serve and not yet handled
+	mu sync.Mutex
+	// pending counts the packets given to Serve and not yet handled;
+	// while it is not 0 every packet goes to Serve.
+	pending int
 	err     error // why an inline packet's handling ended the connection
 }
 
@@ -43,8 +44,7 @@ func (s *Server) inlineDispatch(p rsp.Packet) bool {
 func (d *dispatchState) inline(p rsp.Packet, noAck bool) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.forward || p.Interrupt || !noAck || !inlineSafe(p.Data) {
-		d.forward = true
+	if d.pending > 0 || p.Interrupt || !noAck || !inlineSafe(p.Data) {
 		d.pending++
 		return false
 	}
@@ -61,9 +61,6 @@ func (s *Server) handledOne() {
 	defer d.mu.Unlock()
 	if d.pending > 0 {
 		d.pending--
-	}
-	if d.pending == 0 {
-		d.forward = false
 	}
 }
 
