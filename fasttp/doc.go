@@ -181,7 +181,12 @@
 // ahead of their writes, 256 KiB at a time, and has the process map each
 // step at once (a process_vm_readv of a byte every 64 KiB: the read
 // faults map the neighbouring pages too, writable). A new thread's
-// 400,000 no-action hits took ~3,100 page faults, now ~200.
+// 400,000 no-action hits took ~3,100 page faults, now ~200. What the
+// stub cannot take off the program is the first access to each page
+// itself, which on a PVM guest (shadow page tables) costs the process
+// about 5.4 µs however the page was prepared; only the process's own
+// threads can pay it (bench/firsttouch.c), so a lane's first lap costs
+// the writer about 1.3 ns per byte there.
 //
 // # Static tracepoints
 //

@@ -221,15 +221,6 @@ func TestPopulateAhead(t *testing.T) {
 	if got := resident(l.data(3)); got != want {
 		t.Errorf("%d pages populated after the first records, want %d", got, want)
 	}
-	// Warmed once written: a step from just ahead of the writer.
-	if l.warmed[3] != 0 {
-		t.Errorf("an unwritten lane warmed to %d", l.warmed[3])
-	}
-	store64(l.ctl(), laneHdr(3)+jit.LaneHead, 100)
-	l.populateAhead(3, 100)
-	if want := uint64(warmGap + warmStep); l.warmed[3] != want {
-		t.Errorf("warmed to %d, want %d", l.warmed[3], want)
-	}
 	if got := resident(l.data(4)); got != 0 {
 		t.Errorf("%d pages of lane 4 populated", got)
 	}

@@ -43,10 +43,7 @@ type lanes struct {
 	// mapped is, per lane, how many bytes from its start the process has
 	// mapped already (prefault, mapInProcess): its writes there take no
 	// page fault.
-	mapped []uint64
-	// warmed is, per lane, how far the stub has warmed the pages
-	// (warmAhead).
-	warmed  []uint64
+	mapped  []uint64
 	pid     int // the process, for mapInProcess (0: none, unit tests)
 	scratch [][]RingRecord
 	// next is, per lane, the tail after the records of the last drain,
@@ -57,8 +54,7 @@ type lanes struct {
 // newLanes returns the stub's view of n lanes of laneSize bytes in mem.
 func newLanes(mem *inferior.SharedMemory, laneSize uint64, n int) *lanes {
 	return &lanes{mem: mem, laneSize: laneSize, tails: make([]uint64, n), next: make([]uint64, n),
-		scratch: make([][]RingRecord, n), populated: make([]uint64, n), mapped: make([]uint64, n),
-		warmed: make([]uint64, n)}
+		scratch: make([][]RingRecord, n), populated: make([]uint64, n), mapped: make([]uint64, n)}
 }
 
 // ctl returns the control block.
@@ -292,22 +288,26 @@ func (l *lanes) release() {
 const populateBytes = 8 << 20
 
 // populateAhead allocates the pages of lane i the writer will reach next
-// (madvise MADV_POPULATE_WRITE on the stub's view), maps them in the
-// process and warms some (warmAhead): a shared page first touched by the
-// program costs it an allocation and a zeroing in the page fault, a page
-// already allocated the mapping, and a page never accessed since its
-// allocation a first access (warmPages); the stub pays all that on its
-// own CPU instead. A lane in use gets populateBytes ahead of its head, a
-// lane no thread has written yet its first spareHead bytes (a thread
-// started after tstart claims a lane at its first hit, before the
-// drainer has seen it), a little at a time.
+// (madvise MADV_POPULATE_WRITE on the stub's view) and maps them in the
+// process: a shared page first touched by the program costs it an
+// allocation and a zeroing in the page fault, a page already allocated
+// the mapping; the stub pays both on its own CPU instead. What it cannot
+// pay for the program is the first access itself: on the PVM virtual
+// machines this was measured on (shadow page tables), a process's first
+// access to each page of its address space costs about 5.4 µs however
+// the page got there, and only an access by that process (any of its
+// threads) in user mode counts — not the stub's, not the kernel's on
+// the process's behalf (bench/firsttouch.c). A lane in use gets
+// populateBytes ahead of its head, a lane no thread has written yet its
+// first spareHead bytes (a thread started after tstart claims a lane at
+// its first hit, before the drainer has seen it), a little at a time.
 func (l *lanes) populateAhead(i int, head uint64) {
-	if l.populated == nil || l.warmed[i] >= l.laneSize {
+	if l.populated == nil || l.populated[i] >= l.laneSize {
 		return
 	}
 	if head >= l.laneSize {
 		// One lap done: the writer touched everything.
-		l.populated[i], l.warmed[i] = l.laneSize, l.laneSize
+		l.populated[i] = l.laneSize
 		return
 	}
 	ahead := uint64(populateBytes)
@@ -323,54 +323,7 @@ func (l *lanes) populateAhead(i int, head uint64) {
 		l.mapInProcess(i, from, to)
 		l.populated[i], from = to, to
 	}
-	l.warmAhead(i)
 }
-
-// warmAhead warms (warmPages) up to warmStep bytes of lane i's allocated
-// pages that its writer has not reached, nearest first, leaving out the
-// warmGap bytes just ahead of it (it would be there first), once the
-// lane is in use. The writer may overtake: what it passed is not warmed
-// any more.
-func (l *lanes) warmAhead(i int) {
-	head := load64(l.ctl(), laneHdr(i)+jit.LaneHead)
-	if head == 0 || head >= l.laneSize {
-		return // a lane nobody writes (warming 65 would take 25 ms), or warm
-	}
-	from := max(l.warmed[i], (head+warmGap)&^4095)
-	to := min(l.populated[i], from+warmStep)
-	if from >= to {
-		return
-	}
-	warmPages(l.data(i)[from:to])
-	l.warmed[i] = to
-}
-
-// warmStep bounds the bytes one look at a lane warms (about 1.5 ms here):
-// the drainer does it between passes.
-const warmStep = 1 << 20
-
-// warmGap is how far ahead of a lane's writer warming starts.
-const warmGap = 64 << 10
-
-// warmPages reads a byte of every page of b. On the virtual machines
-// this was measured on, the first access to a page the kernel has just
-// allocated costs about 5.8 µs, with or without a page fault, whoever
-// makes it (a read by another process on another CPU counts) — except
-// the kernel's own allocation and zeroing (MADV_POPULATE_WRITE), which
-// leave it to the first user. A pad writing small records there first
-// pays it, about 45 ns per 32-byte record over a lane's first lap; the
-// stub pays it instead, on its own CPU, ahead of the writer. Elsewhere
-// it costs a cached read per page.
-func warmPages(b []byte) {
-	var s byte
-	for i := 0; i < len(b); i += 4096 {
-		s += b[i]
-	}
-	warmSink = s
-}
-
-// warmSink keeps warmPages' reads.
-var warmSink byte
 
 // populateStep is the bytes populateAhead allocates (and maps in the
 // process) at a time.
