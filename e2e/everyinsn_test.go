@@ -62,10 +62,12 @@ func TestFastTraceEveryInstruction(t *testing.T) {
 		want   []string
 	}{
 		{"pie", []string{"-O2"}, "all", []string{"evicting", "short"}},
-		{"nopie", []string{"-O2", "-no-pie"}, "all", []string{"evicting", "short"}},
+		// From a low image, kept puns whose top byte would put the pad
+		// below 0 take prefixes (PaddedKeepSites).
+		{"nopie", []string{"-O2", "-no-pie"}, "all", []string{"evicting", "short", "kept, prefixed"}},
 		// Without short jumps and eviction, the int3 puns and their
 		// prefixed variants (PaddedSites) are used, and must work too.
-		{"nopie, int3 puns", []string{"-O2", "-no-pie"}, "plain,kept,int3", []string{"prefixed", "int3"}},
+		{"nopie, int3 puns", []string{"-O2", "-no-pie"}, "plain,kept,int3", []string{"int3, prefixed", "int3"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			prog := buildC(t, t.TempDir()+"/everyinsn", []string{"everyinsn.c"}, c.flags...)
@@ -97,7 +99,7 @@ func everyInsnSession(t *testing.T, prog, flag, script string) (out, sum string)
 
 // everyInstruction runs everyInsnScript on prog with the stub flag given
 // and checks the results; want names the kinds of jumps that must occur
-// (evicting, short, prefixed, int3).
+// (evicting, short, prefixed, int3, and which prefixed shape).
 func everyInstruction(t *testing.T, prog, flag string, want []string) {
 	out, sum := everyInsnSession(t, prog, flag, everyInsnScript)
 	if sum == "" {
@@ -132,6 +134,14 @@ func everyInstruction(t *testing.T, prog, flag string, want []string) {
 		for kind, marker := range map[string]string{"prefixed": " prefix bytes", "evicting": "evicting jump", "short": "short jump", "int3": "int3 at covered heads"} {
 			if strings.Contains(f.placed, marker) {
 				kinds[kind]++
+			}
+		}
+		if strings.Contains(f.placed, " prefix bytes") {
+			switch {
+			case strings.Contains(f.placed, "successor-preserving jump"):
+				kinds["kept, prefixed"]++ // PaddedKeepSites
+			case strings.Contains(f.placed, "int3 at covered heads"):
+				kinds["int3, prefixed"]++ // PaddedSites
 			}
 		}
 		if strings.Contains(f.placed, " jump over ") {

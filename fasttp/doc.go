@@ -39,7 +39,12 @@
 // instruction returns to it. Any write into those kept bytes would move
 // the jump, so a gdb breakpoint or trap tracepoint there makes the
 // tracepoint a trap (Site.Footprint is what nobody else may touch). When
-// that address is taken, the short jump (ShortSites, E9Patch's
+// that address is taken (or, from a non-PIE executable's low image, below
+// 0: a kept top byte of 0x80 or more), its prefix-padded variants
+// (PaddedKeepSites): one to three redundant ds prefixes before the
+// opcode, within the first instruction's bytes, keep one more successor
+// byte each and take the displacement's top byte from further on. Then
+// the short jump (ShortSites, E9Patch's
 // neighbour tactic with padding as the neighbour): the first
 // instruction, of 2 bytes or more, becomes a `jmp rel8` to a slot of 5
 // dead bytes in the alignment padding after a ret or jmp within 129

@@ -113,7 +113,7 @@ func TestParseShapes(t *testing.T) {
 	for _, c := range cands {
 		shapes = append(shapes, c.Shape())
 	}
-	want := []Shape{ShapeKept, ShapeEvict, ShapeInt3, ShapeInt3, ShapeInt3, ShapeInt3}
+	want := []Shape{ShapeKept, ShapeKept, ShapeKept, ShapeKept, ShapeEvict, ShapeInt3, ShapeInt3, ShapeInt3, ShapeInt3}
 	if !slices.Equal(shapes, want) {
 		t.Errorf("shapes %v, want %v", shapes, want)
 	}

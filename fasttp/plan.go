@@ -206,7 +206,7 @@ func PaddedSites(code []byte, s Site) []Site {
 // SiteCandidates returns the ways to place a jump at addr, cheapest
 // first: PlanSite's site when it puns nothing (a plain jump, possibly
 // ending in padding); otherwise the successor-preserving pun (KeepSite:
-// no int3), the short jump to a slot in nearby padding (ShortSite: no
+// no int3) and its prefix-padded variants (PaddedKeepSites), the short jump to a slot in nearby padding (ShortSite: no
 // int3), the successor eviction (EvictSite: no int3, a second jump
 // and a trampoline; isCode vouches for bytes after a ret or jmp),
 // PlanSite's punned site (int3s at covered heads) and its
@@ -223,7 +223,7 @@ func SiteCandidates(back, code []byte, addr uint64, isCode CodeOracle) ([]Site, 
 	}
 	var out []Site
 	if k, kerr := KeepSite(code, addr); kerr == nil {
-		out = append(out, k)
+		out = append(append(out, k), PaddedKeepSites(code, k)...)
 	}
 	if sh, serr := ShortSites(back, code, addr, isCode); serr == nil {
 		out = append(out, sh...)
@@ -267,11 +267,38 @@ func KeepSite(code []byte, addr uint64) (Site, error) {
 	if in.RelSize > 0 && in.Target > addr && in.Target < addr+JumpLen {
 		return Site{}, fmt.Errorf("plan site %#x: %w: the %v targets %#x inside the jump", addr, ErrSiteRefused, in.Kind, in.Target)
 	}
-	s := Site{Addr: addr, Insns: []Insn{in}, Covered: in.Len, Keep: JumpLen - in.Len, Forced: map[int]byte{}}
-	for off := in.Len; off < JumpLen; off++ {
-		s.Forced[off-1] = code[off]
+	return keepSite(code, in, 0), nil
+}
+
+// keepSite is KeepSite's site for first instruction in with prefix
+// redundant prefixes before the jump's opcode (prefix < in.Len: the
+// prefixes and the opcode replace in's bytes; the displacement's last
+// prefix+JumpLen-in.Len bytes are the next instructions').
+func keepSite(code []byte, in Insn, prefix int) Site {
+	jl := prefix + JumpLen
+	s := Site{Addr: in.Addr, Insns: []Insn{in}, Covered: in.Len, Keep: jl - in.Len, Forced: map[int]byte{}, Prefix: prefix}
+	for off := in.Len; off < jl; off++ {
+		s.Forced[off-prefix-1] = code[off]
 	}
-	return s, nil
+	return s
+}
+
+// PaddedKeepSites returns the prefix-padded variants of the
+// successor-preserving site k (KeepSite's, from code): one to
+// k.Covered-1 redundant prefixes before the opcode, each moving the
+// kept bytes one place down the displacement, so that its top byte
+// comes from a later successor byte. A forced top byte of 0x80 or more
+// makes the displacement negative, which from an executable mapped low
+// (non-PIE, 4 MB) leaves no address for the pad; a later byte may be
+// small. Each prefix keeps one more successor byte: a variant with four
+// kept bytes allows exactly one pad address.
+func PaddedKeepSites(code []byte, k Site) []Site {
+	in := k.Insns[0]
+	var out []Site
+	for p := 1; p <= MaxPrefix && p < in.Len && len(code) >= p+JumpLen; p++ {
+		out = append(out, keepSite(code, in, p))
+	}
+	return out
 }
 
 func planSite(code []byte, addr uint64, prefix int) (Site, error) {

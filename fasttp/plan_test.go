@@ -334,8 +334,67 @@ func TestKeepSite(t *testing.T) {
 	}
 }
 
+// PaddedKeepSites moves a kept pun's forced bytes down the displacement
+// with prefixes: from an executable mapped low, "xor eax,eax; mov
+// rdx,rdi" keeps 48 89 fa, whose top byte 0xfa puns a pad 1.4 GB below
+// address 0; one prefix keeps 48 89 fa 48 instead, a pad 1.2 GB above.
+func TestPaddedKeepSites(t *testing.T) {
+	const low = 0x401000
+	lowFree := []Range{{0x10000, 0x400000}, {0x1000000, 0x7fff00000000}}
+	tests := []struct {
+		name     string
+		code     []byte
+		variants int
+		pad      uint64 // the one pad address of the last variant (all four bytes kept), 0: not checked
+	}{
+		{"xor; mov; mov", []byte{0x31, 0xc0, 0x48, 0x89, 0xfa, 0x48, 0x01, 0xd0, 0xc3}, 1, low + 6 + 0x48fa8948},
+		{"4-byte first instruction", []byte{0x48, 0x8b, 0x47, 0x10, 0x48, 0x89, 0xfa, 0x48, 0x01, 0xd0}, 3, 0},
+		{"1-byte first instruction", []byte{0x53, 0x48, 0x89, 0xfb, 0xe8, 0, 0, 0, 0}, 0, 0},
+		{"too little code for a prefix", []byte{0x31, 0xc0, 0x48, 0x89, 0xfa}, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k, err := KeepSite(tt.code, low)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v := PaddedKeepSites(tt.code, k)
+			if len(v) != tt.variants {
+				t.Fatalf("%d variants, want %d", len(v), tt.variants)
+			}
+			for i, s := range v {
+				if s.Prefix != i+1 || s.Covered != k.Covered || s.Keep != k.Keep+i+1 || s.Shape() != ShapeKept || s.Resume() != low+uint64(k.Covered) {
+					t.Fatalf("variant %d: prefix %d covered %d keep %d shape %s resume %#x", i, s.Prefix, s.Covered, s.Keep, s.Shape(), s.Resume())
+				}
+			}
+			if tt.pad == 0 {
+				return
+			}
+			if _, err := FindPadAddr(k, lowFree, 1024); err == nil {
+				t.Fatal("the unpadded pun found a pad address from a low image")
+			}
+			s := v[len(v)-1]
+			pad, err := FindPadAddr(s, lowFree, 1024)
+			if err != nil || pad != tt.pad {
+				t.Fatalf("pad %#x, %v; want %#x", pad, err, tt.pad)
+			}
+			patch, err := s.PatchBytes(pad)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(patch[s.Covered:], tt.code[s.Covered:s.Footprint()]) || patch[0] != PadPrefix {
+				t.Errorf("patch % x: not a prefix, the jump and the kept bytes % x", patch, tt.code[s.Covered:s.Footprint()])
+			}
+			in, err := DecodeInsn(patch, low)
+			if err != nil || in.Kind != KindJmpRel32 || in.Target != pad || in.Len != s.Footprint() {
+				t.Errorf("patch decodes as %+v, %v; want a %d-byte jmp to %#x", in, err, s.Footprint(), pad)
+			}
+		})
+	}
+}
+
 // SiteCandidates orders the shapes: a plain jump alone; else the
-// successor-preserving pun, the eviction (here the next instruction
+// successor-preserving pun and its padded variants, the eviction (here the next instruction
 // keeps the nops after it), the int3 pun, then its padded variants.
 func TestSiteCandidates(t *testing.T) {
 	plain := []byte{0x48, 0x8b, 0x05, 0x10, 0, 0, 0, 0x90, 0x90, 0x90, 0x90}
@@ -345,8 +404,9 @@ func TestSiteCandidates(t *testing.T) {
 	}
 	short := []byte{0x48, 0x83, 0xec, 0x20, 0x48, 0x89, 0xe5, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90}
 	c, err = SiteCandidates(nil, short, 0x401000, nil)
-	if err != nil || len(c) != 6 || c[0].Keep != 1 || c[1].Evicted == nil || c[1].Evicted.Keep == 0 ||
-		len(c[2].Puns) != 1 || c[2].Prefix != 0 || c[3].Prefix != 1 || c[5].Prefix != 3 {
+	if err != nil || len(c) != 9 || c[0].Keep != 1 || c[1].Keep != 2 || c[1].Prefix != 1 || c[3].Prefix != 3 ||
+		c[4].Evicted == nil || c[4].Evicted.Keep == 0 ||
+		len(c[5].Puns) != 1 || c[5].Prefix != 0 || c[6].Prefix != 1 || c[8].Prefix != 3 {
 		t.Fatalf("short first instruction: %d candidates, %v", len(c), err)
 	}
 	ret := []byte{0xc3, 0x55, 0x48, 0x89, 0xe5, 0x90}

@@ -52,7 +52,7 @@ func BenchmarkShapes(b *testing.B) {
 
 // patchShape plans the shape at base+off, maps its pad (and trampoline)
 // where they must go, writes the relocated code there and the patch.
-func patchShape(b *testing.B, mem []byte, base, off uint64, plan func([]byte, uint64) (Site, error)) {
+func patchShape(b testing.TB, mem []byte, base, off uint64, plan func([]byte, uint64) (Site, error)) {
 	addr := base + off
 	site, err := plan(mem[off:off+32], addr)
 	if err != nil {
@@ -102,4 +102,39 @@ func patchShape(b *testing.B, mem []byte, base, off uint64, plan func([]byte, ui
 		b.Fatal(err)
 	}
 	write(addr, patch)
+}
+
+// TestPaddedKeepSiteRuns patches shapeFn's 2-byte xor with a
+// prefix-padded successor-preserving jump (3e e9, then the mov's first
+// four bytes as the displacement: the pad exactly 0xff80b8 bytes after
+// the jump) and calls it: the result must be the unpatched one, the mov
+// untouched (a thread arriving there runs it as it was).
+func TestPaddedKeepSiteRuns(t *testing.T) {
+	mem := mapRWX(t, 4096)
+	base := uint64(uintptr(unsafe.Pointer(&mem[0])))
+	copy(mem, shapeFn)
+	padded := func(c []byte, a uint64) (Site, error) {
+		k, err := KeepSite(c, a)
+		if err != nil {
+			return Site{}, err
+		}
+		v := PaddedKeepSites(c, k)
+		if len(v) != 1 {
+			t.Fatalf("%d padded variants of a 2-byte first instruction, want 1", len(v))
+		}
+		return v[0], nil
+	}
+	patchShape(t, mem, base, 0, padded)
+	if want := []byte{PadPrefix, 0xe9, 0xb8, 0x80, 0xff, 0x00, 0x00}; string(mem[:7]) != string(want) {
+		t.Fatalf("patched bytes % x, want % x", mem[:7], want)
+	}
+	for _, x := range []uintptr{0, 41, 1 << 20} {
+		if got, want := callNative(uintptr(base), x, 0), uint64(0xff80+x); got != want {
+			t.Errorf("patched f(%d) = %#x, want %#x", x, got, want)
+		}
+		// Entering at the kept mov skips the xor and the jump.
+		if got, want := callNative(uintptr(base+2), x, 0), uint64(0xff80+x); got != want {
+			t.Errorf("f at the mov (%d) = %#x, want %#x", x, got, want)
+		}
+	}
 }
