@@ -104,7 +104,8 @@ const minArena = 64 << 10
 // frames arrive (a 1 TiB budget is not allocated up front) and is kept
 // across Clear. Frame records are in a ring indexed by sequence number and
 // the lookup indexes are caught up by the searches, so Commit is a few
-// checks, a copy and a 24-byte record store, allocating nothing.
+// checks, a copy and a 24-byte record store, allocating only a chunk of
+// records now and then (recRing).
 type Buffer struct {
 	mu       sync.Mutex
 	size     int
@@ -115,10 +116,9 @@ type Buffer struct {
 	// another returns at once.
 	reserving bool
 	wpos      int // where the next frame's bytes go (bytes since Clear, modulo size)
-	// recs is a ring of the present frames' records, its length a power
-	// of two: the frame with sequence number s (0-based since Clear) is
-	// recs[s&(len(recs)-1)]. Present are headSeq .. headSeq+count-1.
-	recs    []record
+	// recs holds the present frames' records by sequence number
+	// (0-based since Clear). Present are headSeq .. headSeq+count-1.
+	recs    recRing
 	headSeq int64
 	count   int
 	used    int
@@ -184,9 +184,6 @@ func (b *Buffer) SetSize(n int) error {
 	if len(b.arena) > n {
 		b.arena = nil
 	}
-	if len(b.recs) > 2*(n/HeaderSize)+1024 {
-		b.recs = nil
-	}
 	b.clearLocked()
 	return nil
 }
@@ -242,6 +239,7 @@ func (b *Buffer) Clear() {
 // clearLocked forgets every frame. The arena and the record ring are kept
 // for the next run.
 func (b *Buffer) clearLocked() {
+	b.recs.reset(b.size / HeaderSize)
 	b.wpos = 0
 	b.headSeq = 0
 	b.count = 0
@@ -383,9 +381,6 @@ func (b *Buffer) commitLocked(f *FrameBuilder) error {
 	}
 	pos := b.wpos
 	b.writeLocked(f.raw)
-	if b.count == len(b.recs) {
-		b.growRecsLocked()
-	}
 	word := uint64(pos) | uint64(f.tpnum)<<recTPShift | uint64(f.regsFrom&3)<<recRegsShift
 	if f.hasFallback {
 		word |= recHasFBFlag
@@ -395,7 +390,7 @@ func (b *Buffer) commitLocked(f *FrameBuilder) error {
 		b.runFrames++
 		b.growth += f.growth
 	}
-	b.recs[(b.headSeq+int64(b.count))&int64(len(b.recs)-1)] = record{word: word, fallbackPC: f.fallbackPC, time: f.time}
+	*b.recs.add(b.headSeq + int64(b.count)) = record{word: word, fallbackPC: f.fallbackPC, time: f.time}
 	b.count++
 	b.used += n
 	b.created++
@@ -453,10 +448,7 @@ func (w Batch) CommitHeader(tpnum int, fallbackPC uint64, time int64) (int, erro
 	} else {
 		b.writeSlowLocked(hdr[:])
 	}
-	if b.count == len(b.recs) {
-		b.growRecsLocked()
-	}
-	b.recs[(b.headSeq+int64(b.count))&int64(len(b.recs)-1)] = record{
+	*b.recs.add(b.headSeq + int64(b.count)) = record{
 		word: uint64(pos) | uint64(tpnum)<<recTPShift | recHasFBFlag, fallbackPC: fallbackPC, time: time}
 	b.count++
 	b.used += HeaderSize
@@ -491,6 +483,7 @@ func (b *Buffer) makeRoomLocked(n int) error {
 		b.headSeq++
 		b.count--
 	}
+	b.recs.dropBelow(b.headSeq)
 	return nil
 }
 
@@ -534,20 +527,9 @@ func (b *Buffer) writeSlowLocked(p []byte) {
 	b.wpos = w
 }
 
-// growRecsLocked doubles the record ring.
-func (b *Buffer) growRecsLocked() {
-	old := b.recs
-	recs := make([]record, max(1024, 2*len(old)))
-	oldMask, mask := int64(len(old)-1), int64(len(recs)-1)
-	for s := b.headSeq; s < b.headSeq+int64(b.count); s++ {
-		recs[s&mask] = old[s&oldMask]
-	}
-	b.recs = recs
-}
-
 // rec returns the record of the present frame with sequence number seq.
 func (b *Buffer) rec(seq int64) *record {
-	return &b.recs[seq&int64(len(b.recs)-1)]
+	return b.recs.at(seq)
 }
 
 // recSize returns the size of the present frame with sequence number
