@@ -99,8 +99,8 @@
 // has a 24-byte record (with the time it was taken), in chunks of 4,096
 // records that are added as frames arrive and reused once their frames
 // are dropped or cleared (recRing): the index of a long run is never
-// copied (the doubling ring it replaced copied 48 MB under the buffer's
-// lock at 2 million frames, a 312 ms stall of the drainer and of gdb's
+// copied (the doubling ring it replaced copied 96 MB under the buffer's
+// lock at 4 million frames, a 312 ms stall of the drainer and of gdb's
 // requests here; now the worst commit of 8 million takes under 1 ms).
 // The search indexes add up to 25 bytes per frame once tfind has used
 // them. Nothing holds a pointer per frame, and Commit allocates nothing
