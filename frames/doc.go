@@ -93,7 +93,11 @@
 // # Memory
 //
 // Frame bytes are stored in one arena of at most the budget, allocated as
-// frames arrive (doubling), or up front by Reserve (QTinit and QTStart
+// frames arrive (doubling, prepared and mostly copied in the background
+// once half of it is used: growAheadLocked; a writer faster than fresh
+// memory can be made ready still grows it under the lock, up to a second
+// for the last doubling of a 512 MiB budget here), or up front by
+// Reserve (QTinit and QTStart
 // reserve up to 16 MiB, touching its pages without the buffer's lock,
 // beside gdb's download), and kept across Clear. Each present frame also
 // has a 24-byte record (with the time it was taken), in chunks of 4,096
