@@ -90,33 +90,29 @@ func (r *record) regsFrom() RegsSource { return RegsSource(r.word >> recRegsShif
 // MaxSize must fit a record's offset field.
 var _ [recPosMask + 1 - MaxSize]struct{}
 
-// minArena is the first allocation of a buffer's arena (less when the
-// budget is smaller).
-const minArena = 64 << 10
-
 // Buffer is the trace buffer: a byte budget holding frames oldest first.
 // It is safe for concurrent use (one mutex guards everything).
 //
-// The frames' bytes live in one byte arena, gdbserver style: each frame
-// follows the previous one, and a frame crossing the end of the budget
-// continues at arena[0]. Present frames are therefore contiguous, oldest
-// first, up to wpos. The arena grows by doubling up to the budget as
-// frames arrive (a 1 TiB budget is not allocated up front) and is kept
-// across Clear. Frame records are in a ring indexed by sequence number and
-// the lookup indexes are caught up by the searches, so Commit is a few
-// checks, a copy and a 24-byte record store, allocating only a chunk of
-// records now and then (recRing).
+// The frames' bytes live in one byte ring of the budget's size (the
+// arena), gdbserver style: each frame follows the previous one, and a
+// frame crossing the end of the budget continues at offset 0. Present
+// frames are therefore contiguous, oldest first, up to wpos. The ring's
+// storage is 1 MiB pieces made as frames arrive, mostly ahead of them in
+// the background (byteRing, growAheadLocked; a 1 TiB budget is not
+// allocated up front), and kept across Clear. Frame records are indexed
+// by sequence number (recRing) and the lookup indexes are caught up by
+// the searches, so Commit is a few checks, a copy and a 24-byte record
+// store, allocating only a chunk of records now and then.
 type Buffer struct {
 	mu       sync.Mutex
 	size     int
 	circular bool
 
-	arena []byte // frame bytes; len(arena) == size once a frame has wrapped
+	ring byteRing // frame bytes
 	// reserving: a Reserve is making memory ready (without mu held);
 	// another returns at once.
 	reserving bool
-	gen       uint64 // counts clearLocked calls (a Reserve's copy checks it)
-	wpos      int    // where the next frame's bytes go (bytes since Clear, modulo size)
+	wpos      int // where the next frame's bytes go (bytes since Clear, modulo size)
 	// recs holds the present frames' records by sequence number
 	// (0-based since Clear). Present are headSeq .. headSeq+count-1.
 	recs    recRing
@@ -148,7 +144,7 @@ type Buffer struct {
 	addrKnown    []bool
 	byPC         map[uint64][]int64
 	pcEntries    int
-	scratch      []byte // a frame crossing the end of the arena, made contiguous
+	scratch      []byte // a frame crossing pieces of the ring, made contiguous
 	// sizeHint is the size of the last committed frame: the capacity
 	// NewFrame preallocates (read without the lock).
 	sizeHint atomic.Int64
@@ -163,7 +159,7 @@ func NewBuffer(size int) *Buffer {
 	if size > MaxSize {
 		size = MaxSize
 	}
-	b := &Buffer{size: size}
+	b := &Buffer{size: size, ring: byteRing{size: size}}
 	b.clearLocked()
 	return b
 }
@@ -180,29 +176,24 @@ func (b *Buffer) SetSize(n int) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.size = n
-	// Keep the memory of the last run unless it is more than the new
-	// budget needs.
-	if len(b.arena) > n {
-		b.arena = nil
-	}
+	// Keep the memory of the last run that the new budget can use.
+	b.ring.resize(n)
 	b.clearLocked()
 	return nil
 }
 
-// Reserve makes the arena at least min(n, Size()) bytes and touches its
-// pages, so that committing that much later allocates nothing and takes
-// no page fault: a run's first frames would otherwise pay for fresh
-// memory (2-3 µs per 4 KiB page on a virtual machine) while the program
-// produces them. Stored frames are kept. The new memory is made ready,
-// and the frames present when Reserve starts copied into it, without
-// the buffer's lock (15-20 ms for gdb's default 5 MB here), so a caller
-// may run it beside what it prepares; only frames committed meanwhile
-// are copied under the lock. A Reserve called while another is at work
-// returns at once.
+// Reserve gives storage to the first min(n, Size()) bytes of the ring
+// and touches its pages, so that committing that much later allocates
+// nothing and takes no page fault: a run's first frames would otherwise
+// pay for fresh memory (2-3 µs per 4 KiB page on a virtual machine)
+// while the program produces them. Stored frames are kept. The memory is
+// made ready without the buffer's lock (15-20 ms for gdb's default 5 MB
+// here), so a caller may run it beside what it prepares. A Reserve
+// called while another is at work returns at once.
 func (b *Buffer) Reserve(n int) {
 	b.mu.Lock()
 	n = min(n, b.size)
-	if n <= len(b.arena) || b.reserving {
+	if n <= b.ring.allocated() || b.reserving {
 		b.mu.Unlock()
 		return
 	}
@@ -211,49 +202,37 @@ func (b *Buffer) Reserve(n int) {
 	b.grow(n)
 }
 
-// grow is Reserve's work once it has set reserving: an arena of n bytes,
-// touched, with the present frames copied in, the bulk of it without the
-// lock.
+// grow is Reserve's work once it has set reserving: the ring's missing
+// pieces up to offset n, made without the lock, then attached.
 func (b *Buffer) grow(n int) {
 	b.mu.Lock()
-	old, done, gen := b.arena, b.wpos, b.gen
+	size, from := b.ring.size, len(b.ring.chunks)
 	b.mu.Unlock()
-	grown := make([]byte, n)
-	for i := 0; i < n; i += 4096 {
-		grown[i] = 0 // make([]byte) pages are untouched until written
+	var pieces [][]byte
+	for i := from; i*ringChunk < min(n, size); i++ {
+		pieces = append(pieces, newChunk(size, i))
 	}
-	// Present frames are contiguous below wpos until the arena is the
-	// whole budget (only then can they wrap), and until a Clear nothing
-	// changes the bytes below done: commits only add at wpos.
-	copy(grown, old[:done])
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.reserving = false
-	if n <= len(b.arena) || n > b.size {
-		return // another Reserve, a commit's growth or a smaller SetSize came first
-	}
-	if b.gen != gen {
-		done = 0 // cleared meanwhile: what was copied may be stale
-	}
-	copy(grown[done:], b.arena[done:b.wpos])
-	b.arena = grown
+	b.ring.attach(from, pieces)
 }
 
-// growAheadLocked starts a Reserve of twice the arena once half of it
-// holds frames, so that the arena grows beside the writers: growing in
-// writeSlowLocked, under the lock, copies every present frame and
-// touches twice as much fresh memory while the drainer and gdb's
-// requests wait. On the virtual machines measured fresh memory is made
-// ready at about 350 MB/s (5.4 µs of first access and a fault per
-// page), so a writer faster than that still catches up with the
-// background growth and grows the arena under the lock: committing
-// 300,000 1 KB frames into a 512 MiB buffer at 200 MB/s, the worst
-// commit still took 1.0-1.2 s (the last doubling) with or without this,
-// while the whole took 3.8 s instead of 4.8-6.2 (2026-11-26).
+// growAhead is how far beyond the ring's storage growAheadLocked has the
+// next pieces made, once the writer is within half of it.
+const growAhead = 4 * ringChunk
+
+// growAheadLocked has the ring's next pieces made in the background
+// (grow) as the writer nears the end of its storage, so that commits do
+// not allocate and touch fresh memory under the lock. A writer faster
+// than memory can be made ready (about 350 MB/s on the virtual machines
+// measured) catches up and allocates a piece itself: a 1 MiB piece
+// holds the lock for a few ms at most.
 func (b *Buffer) growAheadLocked() {
-	if len(b.arena) >= minArena && len(b.arena) < b.size && !b.reserving && b.wpos >= len(b.arena)/2 {
+	have := b.ring.allocated()
+	if have < b.size && !b.reserving && b.wpos+growAhead/2 >= have {
 		b.reserving = true
-		go b.grow(min(b.size, 2*len(b.arena)))
+		go b.grow(have + growAhead)
 	}
 }
 
@@ -272,10 +251,9 @@ func (b *Buffer) Clear() {
 	b.clearLocked()
 }
 
-// clearLocked forgets every frame. The arena and the record ring are kept
+// clearLocked forgets every frame. The ring's pieces and the record chunks are kept
 // for the next run.
 func (b *Buffer) clearLocked() {
-	b.gen++
 	b.recs.reset(b.size / HeaderSize)
 	b.wpos = 0
 	b.headSeq = 0
@@ -478,14 +456,7 @@ func (w Batch) CommitHeader(tpnum int, fallbackPC uint64, time int64) (int, erro
 	var hdr [HeaderSize]byte
 	binary.LittleEndian.PutUint16(hdr[0:2], uint16(tpnum))
 	pos := b.wpos
-	if pos+HeaderSize <= len(b.arena) {
-		copy(b.arena[pos:pos+HeaderSize], hdr[:])
-		if b.wpos = pos + HeaderSize; b.wpos == b.size {
-			b.wpos = 0
-		}
-	} else {
-		b.writeSlowLocked(hdr[:])
-	}
+	b.writeLocked(hdr[:])
 	*b.recs.add(b.headSeq + int64(b.count)) = record{
 		word: uint64(pos) | uint64(tpnum)<<recTPShift | recHasFBFlag, fallbackPC: fallbackPC, time: time}
 	b.growAheadLocked()
@@ -526,44 +497,13 @@ func (b *Buffer) makeRoomLocked(n int) error {
 	return nil
 }
 
-// writeLocked copies a frame's bytes to the arena at wpos. The caller
+// writeLocked copies a frame's bytes to the ring at wpos. The caller
 // made room: they overwrite no present frame.
 func (b *Buffer) writeLocked(p []byte) {
-	w := b.wpos
-	if w+len(p) > len(b.arena) {
-		b.writeSlowLocked(p)
-		return
+	if end := b.wpos + len(p); end > b.ring.allocated() {
+		b.ring.ensure(end) // growAheadLocked has usually made the piece already
 	}
-	copy(b.arena[w:], p)
-	w += len(p)
-	if w == b.size {
-		w = 0
-	}
-	b.wpos = w
-}
-
-// writeSlowLocked is writeLocked for a frame that does not fit before the
-// end of the arena: the arena grows (up to the budget) or the frame wraps.
-func (b *Buffer) writeSlowLocked(p []byte) {
-	w, n := b.wpos, len(p)
-	if len(b.arena) < b.size {
-		// Nothing has wrapped yet (that needs the whole budget), so
-		// every present byte is below w.
-		grown := make([]byte, min(b.size, max(w+n, 2*len(b.arena), minArena)))
-		copy(grown, b.arena[:w])
-		b.arena = grown
-	}
-	if w+n <= len(b.arena) {
-		copy(b.arena[w:], p)
-		w += n
-		if w == b.size {
-			w = 0
-		}
-	} else {
-		k := copy(b.arena[w:], p)
-		w = copy(b.arena, p[k:])
-	}
-	b.wpos = w
+	b.wpos = b.ring.write(b.wpos, p)
 }
 
 // rec returns the record of the present frame with sequence number seq.
@@ -587,23 +527,19 @@ func (b *Buffer) recSize(seq int64) int {
 	return d
 }
 
-// appendBytes appends the n stored bytes at arena offset p (they wrap at
-// the end of the arena) to dst.
+// appendBytes appends the n stored bytes at ring offset p (they wrap at
+// the end of the ring) to dst.
 func (b *Buffer) appendBytes(dst []byte, p, n int) []byte {
-	if p+n <= len(b.arena) {
-		return append(dst, b.arena[p:p+n]...)
-	}
-	dst = append(dst, b.arena[p:]...)
-	return append(dst, b.arena[:n-(len(b.arena)-p)]...)
+	return b.ring.appendTo(dst, p, n)
 }
 
 // view returns the bytes of the present frame with sequence number seq,
-// valid until the next change to the buffer: a slice of the arena, or a
-// copy in b.scratch when the frame crosses the end of the arena.
+// valid until the next change to the buffer: a slice of the ring, or a
+// copy in b.scratch when the frame crosses pieces of it (or its end).
 func (b *Buffer) view(seq int64) []byte {
 	p, n := b.rec(seq).pos(), b.recSize(seq)
-	if p+n <= len(b.arena) {
-		return b.arena[p : p+n : p+n]
+	if v, ok := b.ring.slice(p, n); ok {
+		return v
 	}
 	b.scratch = b.appendBytes(b.scratch[:0], p, n)
 	return b.scratch

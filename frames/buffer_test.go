@@ -389,7 +389,7 @@ func TestReadTraceDataAndStats(t *testing.T) {
 
 // A header-only frame committed in a batch is the frame a builder with
 // only a fallback PC commits: same bytes, records and tfind answers, in
-// linear and circular buffers, across the end of the arena.
+// linear and circular buffers, across the end of the ring.
 func TestBatchCommitHeaderMatchesBuilder(t *testing.T) {
 	for _, circular := range []bool{false, true} {
 		t.Run(fmt.Sprint("circular=", circular), func(t *testing.T) {
@@ -447,27 +447,30 @@ func TestBatchCommitHeaderMatchesBuilder(t *testing.T) {
 	}
 }
 
-// Reserve grows the arena up front, never past the budget, keeping the
-// frames stored; commits up to the reserved size then allocate nothing.
+// Reserve gives the ring storage up front, whole pieces, never past the
+// budget, keeping the frames stored; commits up to the reserved size then
+// allocate nothing.
 func TestReserve(t *testing.T) {
-	b := NewBuffer(1 << 20)
+	const size = 3<<20 + 100
+	b := NewBuffer(size)
 	var f FrameBuilder
 	f.Reset(1)
 	f.AddMemory(0x1000, []byte("kept"))
 	if err := b.Commit(&f); err != nil {
 		t.Fatal(err)
 	}
+	waitGrown(b) // the commit may have started growAheadLocked's growth
 	before, _ := b.snapshot()
 	b.Reserve(256 << 10)
-	if len(b.arena) != 256<<10 {
-		t.Fatalf("arena %d bytes after Reserve(256 KiB)", len(b.arena))
+	if got := b.ring.allocated(); got < ringChunk || got%ringChunk != 0 && got != size {
+		t.Fatalf("%d bytes of storage after Reserve(256 KiB)", got)
 	}
 	if after, _ := b.snapshot(); !bytes.Equal(after, before) {
 		t.Error("Reserve changed the stored frames")
 	}
-	b.Reserve(4 << 20)
-	if len(b.arena) != 1<<20 {
-		t.Errorf("arena %d bytes after Reserve past the 1 MiB budget", len(b.arena))
+	b.Reserve(40 << 20)
+	if got := b.ring.allocated(); got != size || len(b.ring.chunks[3]) != 100 {
+		t.Errorf("%d bytes of storage after Reserve past the budget of %d", got, size)
 	}
 	f.Reset(1)
 	f.AddMemory(0x2000, make([]byte, 100))

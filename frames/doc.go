@@ -92,20 +92,22 @@
 //
 // # Memory
 //
-// Frame bytes are stored in one arena of at most the budget, allocated as
-// frames arrive (doubling, prepared and mostly copied in the background
-// once half of it is used: growAheadLocked; a writer faster than fresh
-// memory can be made ready still grows it under the lock, up to a second
-// for the last doubling of a 512 MiB budget here), or up front by
-// Reserve (QTinit and QTStart
-// reserve up to 16 MiB, touching its pages without the buffer's lock,
-// beside gdb's download), and kept across Clear. Each present frame also
+// Frame bytes are stored in a ring of the budget's size made of 1 MiB
+// pieces (byteRing), allocated as the writer nears them — in the
+// background, a few pieces ahead (growAheadLocked) — or up front by
+// Reserve (QTinit and QTStart reserve up to 16 MiB, touching the pages
+// without the buffer's lock, beside gdb's download), never moved once
+// there, and kept across Clear. The arena that doubled, which it
+// replaced, copied every stored byte under the lock: committing 300,000
+// 1 KB frames into a 512 MiB buffer, the worst commit held the lock for
+// 3.1-3.7 s; with the pieces 6-13 ms (BenchmarkCommitWorst, 2026-11-26).
+// A frame that crosses pieces is read through a copy. Each present frame also
 // has a 24-byte record (with the time it was taken), in chunks of 4,096
 // records that are added as frames arrive and reused once their frames
 // are dropped or cleared (recRing): the index of a long run is never
 // copied (the doubling ring it replaced copied 96 MB under the buffer's
 // lock at 4 million frames, a 312 ms stall of the drainer and of gdb's
-// requests here; now the worst commit of 8 million takes under 1 ms).
+// requests here; now the worst commit of 8 million takes about 2 ms).
 // The search indexes add up to 25 bytes per frame once tfind has used
 // them. Nothing holds a pointer per frame, and Commit allocates nothing
 // in steady state (a reused FrameBuilder, see FrameBuilder.Reset).

@@ -1,8 +1,12 @@
 package frames
 
 import (
+	"bytes"
 	"fmt"
+	"math/rand/v2"
+	"runtime"
 	"testing"
+	"time"
 )
 
 // recRing keeps every present record where at finds it, across chunk
@@ -90,5 +94,117 @@ func BenchmarkCommitHeader(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// waitGrown waits until no growth (Reserve, growAheadLocked) is at work.
+func waitGrown(b *Buffer) {
+	for {
+		b.mu.Lock()
+		busy := b.reserving
+		b.mu.Unlock()
+		if !busy {
+			return
+		}
+		runtime.Gosched()
+	}
+}
+
+// The ring grows beside the writer (growAheadLocked: pieces made in the
+// background as the writer nears the end of its storage): frames
+// committed meanwhile, crossing pieces, and Clears leave every frame as
+// the model has it.
+func TestRingGrowsAheadOfCommits(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	const size = 9<<20 + 4321
+	b := NewBuffer(size)
+	m := &model{size: size}
+	var fb FrameBuilder
+	grew := 0
+	for i := range 40_000 {
+		if i%15000 == 14999 {
+			b.Clear()
+			m.frames, m.used, m.created = nil, 0, 0
+		}
+		b.mu.Lock()
+		before := b.ring.allocated()
+		b.mu.Unlock()
+		mf := randomFrame(r, b, &fb, true, 1200)
+		errB, errM := b.Commit(&fb), m.commit(mf)
+		if (errB == nil) != (errM == nil) {
+			t.Fatalf("frame %d: buffer %v, model %v", i, errB, errM)
+		}
+		if i%4999 == 0 {
+			waitGrown(b)
+			m.check(t, b, fmt.Sprintf("after frame %d", i))
+		}
+		b.mu.Lock()
+		if b.ring.allocated() > before && before > 0 {
+			grew++
+		}
+		b.mu.Unlock()
+	}
+	waitGrown(b)
+	m.check(t, b, "at the end")
+	if grew == 0 || b.ring.allocated() < 2*ringChunk {
+		t.Fatalf("the ring grew %d times to %d bytes: the test exercises nothing", grew, b.ring.allocated())
+	}
+}
+
+// byteRing stores and reads back bytes across its pieces and its end.
+func TestByteRing(t *testing.T) {
+	const size = 2*ringChunk + 10
+	r := byteRing{size: size}
+	r.ensure(size)
+	if len(r.chunks) != 3 || len(r.chunks[2]) != 10 || r.allocated() != size {
+		t.Fatalf("%d pieces, %d bytes", len(r.chunks), r.allocated())
+	}
+	p := make([]byte, 40)
+	for i := range p {
+		p[i] = byte(i + 1)
+	}
+	for _, at := range []int{0, ringChunk - 5, 2*ringChunk - 3, size - 7} {
+		end := r.write(at, p)
+		if want := (at + len(p)) % size; end != want {
+			t.Errorf("write at %d ends at %d, want %d", at, end, want)
+		}
+		if got := r.appendTo(nil, at, len(p)); !bytes.Equal(got, p) {
+			t.Errorf("read at %d: % x", at, got)
+		}
+		if v, ok := r.slice(at, len(p)); ok != (at%ringChunk+len(p) <= len(r.chunks[at/ringChunk])) || ok && !bytes.Equal(v, p) {
+			t.Errorf("slice at %d: %v, % x", at, ok, v)
+		}
+	}
+	r.resize(ringChunk + 1) // keeps the first piece only
+	if len(r.chunks) != 1 || r.allocated() != ringChunk {
+		t.Errorf("after resize: %d pieces, %d bytes", len(r.chunks), r.allocated())
+	}
+	r.attach(1, [][]byte{newChunk(r.size, 1), make([]byte, 5)}) // the second: no such piece
+	if len(r.chunks) != 2 || len(r.chunks[1]) != 1 {
+		t.Errorf("after attach: %d pieces", len(r.chunks))
+	}
+}
+
+// BenchmarkCommitWorst commits 1 KB frames into a 512 MiB buffer with
+// 16 MiB reserved, as a drainer of `collect $regs` records would, and
+// reports the slowest single commit: the time the buffer's lock (which
+// gdb's requests wait for) is held by growth at worst.
+func BenchmarkCommitWorst(b *testing.B) {
+	for b.Loop() {
+		buf := NewBuffer(512 << 20)
+		buf.Reserve(16 << 20)
+		var f FrameBuilder
+		data := make([]byte, 1000)
+		var worst time.Duration
+		for range 300_000 {
+			f.Reset(1)
+			f.AddMemory(0x1000, data)
+			t0 := time.Now()
+			if err := buf.Commit(&f); err != nil {
+				b.Fatal(err)
+			}
+			worst = max(worst, time.Since(t0))
+		}
+		b.ReportMetric(float64(worst.Microseconds()), "worst-µs")
 	}
 }
