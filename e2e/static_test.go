@@ -20,8 +20,30 @@ func TestStaticTracepoints(t *testing.T) {
 	skipWithoutSDT(t)
 	skipWithoutSDTHeader(t)
 	prog := buildC(t, filepath.Join(t.TempDir(), "sdt"), []string{"sdt.c"}, "-O2")
-	stub := startStub(t, []string{"--once"}, prog)
-	script := strings.Join([]string{
+	out, stub := surviveGDBCrash(t, func() (string, *stubProcess) {
+		stub := startStub(t, []string{"--once"}, prog)
+		return runGDB(t, gdbSession{program: prog, commands: []string{staticScript(stub)}}), stub
+	})
+	for _, id := range []string{"demo:tick", "demo:three", "demo:guarded"} {
+		mustMatch(t, out, `\d+\s+`+id+`\s+n\s+0x[0-9a-f]+ in `)
+	}
+	mustContain(t, out, `Data: "args -4@`, "semaphore 0x")
+	for _, tp := range []string{"2", "3", "4"} {
+		mustMatch(t, out, `tracepoint `+tp+` at 0x[0-9a-f]+: `+jumpShape+` jump over`)
+	}
+	if n := framesCollected(t, out); n != 15 {
+		t.Errorf("%d frames, want 15 (5 ticks, 5 guarded probes, 5 mem)", n)
+	}
+	mustContain(t, out, `$1 = "demo:tick(0, 0)"`, `$2 = "demo:tick(1, 3)"`,
+		`$3 = "demo:mem(5, 3)"`, `$4 = "demo:mem(10, 9)"`)
+	// The semaphore was 1 while the guarded marker was traced (phase 1)
+	// and 0 again after tstop (phase 2).
+	mustContain(t, stub.output.String(), "guarded 5 0")
+}
+
+// staticScript is TestStaticTracepoints' gdb script for stub.
+func staticScript(stub *stubProcess) string {
+	return strings.Join([]string{
 		"target remote " + stub.target(),
 		"break main",
 		"continue",
@@ -48,22 +70,30 @@ func TestStaticTracepoints(t *testing.T) {
 		"tfind none",
 		"continue",
 	}, "\n")
-	out := runGDB(t, gdbSession{program: prog, commands: []string{script}})
-	for _, id := range []string{"demo:tick", "demo:three", "demo:guarded"} {
-		mustMatch(t, out, `\d+\s+`+id+`\s+n\s+0x[0-9a-f]+ in `)
+}
+
+// gdbCrashed is what gdb prints when it crashes.
+const gdbCrashed = "A fatal error internal to GDB has been detected"
+
+// surviveGDBCrash runs session (a stub and a gdb session) again, up to
+// three times in all, while gdb itself crashes. gdb 13's static
+// tracepoints on markers in shared libraries are fragile: on a CI
+// machine gdb once died of SIGSEGV (in memmove) at `strace -m
+// libstdcxx:throw`, right after listing the markers, where it never did
+// here; and `strace *ADDR` at such a marker makes it crash here every
+// time, right after the stub's qTSTMat reply (the same reply as
+// qTfSTM's, which gdb parses fine). Its `strace -m` also stores the
+// marker id cut three bytes into "-qualified -m ID" (the "alified" it
+// prints). A crash on every attempt still fails.
+func surviveGDBCrash(t *testing.T, session func() (string, *stubProcess)) (string, *stubProcess) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		out, stub := session()
+		if !strings.Contains(out, gdbCrashed) || attempt == 3 {
+			return out, stub
+		}
+		t.Logf("gdb crashed (attempt %d of 3); running the session again", attempt)
 	}
-	mustContain(t, out, `Data: "args -4@`, "semaphore 0x")
-	for _, tp := range []string{"2", "3", "4"} {
-		mustMatch(t, out, `tracepoint `+tp+` at 0x[0-9a-f]+: `+jumpShape+` jump over`)
-	}
-	if n := framesCollected(t, out); n != 15 {
-		t.Errorf("%d frames, want 15 (5 ticks, 5 guarded probes, 5 mem)", n)
-	}
-	mustContain(t, out, `$1 = "demo:tick(0, 0)"`, `$2 = "demo:tick(1, 3)"`,
-		`$3 = "demo:mem(5, 3)"`, `$4 = "demo:mem(10, 9)"`)
-	// The semaphore was 1 while the guarded marker was traced (phase 1)
-	// and 0 again after tstop (phase 2).
-	mustContain(t, stub.output.String(), "guarded 5 0")
 }
 
 // libstdc++'s own marker (a Debian library's SDT probe): listed once the
@@ -180,7 +210,14 @@ func skipWithoutSDTHeader(t *testing.T) {
 // commands, and lets the program finish.
 func markerSession(t *testing.T, cmd []string, start, marker, end string, after ...string) (string, *stubProcess) {
 	t.Helper()
-	stub := startStub(t, []string{"--once"}, cmd...)
+	return surviveGDBCrash(t, func() (string, *stubProcess) {
+		stub := startStub(t, []string{"--once"}, cmd...)
+		return runGDB(t, gdbSession{program: cmd[0], commands: []string{markerScript(stub, start, marker, end, after)}}), stub
+	})
+}
+
+// markerScript is markerSession's gdb script for stub.
+func markerScript(stub *stubProcess, start, marker, end string, after []string) string {
 	script := append([]string{
 		"target remote " + stub.target(),
 		"break " + start,
@@ -196,5 +233,5 @@ func markerSession(t *testing.T, cmd []string, start, marker, end string, after 
 		"tstatus",
 	}, after...)
 	script = append(script, "tfind none", "delete", "continue")
-	return runGDB(t, gdbSession{program: cmd[0], commands: []string{strings.Join(script, "\n")}}), stub
+	return strings.Join(script, "\n")
 }
