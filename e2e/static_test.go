@@ -20,10 +20,7 @@ func TestStaticTracepoints(t *testing.T) {
 	skipWithoutSDT(t)
 	skipWithoutSDTHeader(t)
 	prog := buildC(t, filepath.Join(t.TempDir(), "sdt"), []string{"sdt.c"}, "-O2")
-	out, stub := surviveGDBCrash(t, func() (string, *stubProcess) {
-		stub := startStub(t, []string{"--once"}, prog)
-		return runGDB(t, gdbSession{program: prog, commands: []string{staticScript(stub)}}), stub
-	})
+	out, stub := surviveGDBCrash(t, []string{prog}, staticScript)
 	for _, id := range []string{"demo:tick", "demo:three", "demo:guarded"} {
 		mustMatch(t, out, `\d+\s+`+id+`\s+n\s+0x[0-9a-f]+ in `)
 	}
@@ -75,8 +72,9 @@ func staticScript(stub *stubProcess) string {
 // gdbCrashed is what gdb prints when it crashes.
 const gdbCrashed = "A fatal error internal to GDB has been detected"
 
-// surviveGDBCrash runs session (a stub and a gdb session) again, up to
-// three times in all, while gdb itself crashes. gdb 13's static
+// surviveGDBCrash runs cmd (the program and its arguments) under a
+// --once stub and gdb's script for that stub, and again, up to three
+// times in all, while gdb itself crashes. gdb 13's static
 // tracepoints on markers in shared libraries are fragile: on a CI
 // machine gdb once died of SIGSEGV (in memmove) at `strace -m
 // libstdcxx:throw`, right after listing the markers, where it never did
@@ -85,10 +83,11 @@ const gdbCrashed = "A fatal error internal to GDB has been detected"
 // qTfSTM's, which gdb parses fine). Its `strace -m` also stores the
 // marker id cut three bytes into "-qualified -m ID" (the "alified" it
 // prints). A crash on every attempt still fails.
-func surviveGDBCrash(t *testing.T, session func() (string, *stubProcess)) (string, *stubProcess) {
+func surviveGDBCrash(t *testing.T, cmd []string, script func(*stubProcess) string) (string, *stubProcess) {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
-		out, stub := session()
+		stub := startStub(t, []string{"--once"}, cmd...)
+		out := runGDB(t, gdbSession{program: cmd[0], commands: []string{script(stub)}})
 		if !strings.Contains(out, gdbCrashed) || attempt == 3 {
 			return out, stub
 		}
@@ -210,9 +209,8 @@ func skipWithoutSDTHeader(t *testing.T) {
 // commands, and lets the program finish.
 func markerSession(t *testing.T, cmd []string, start, marker, end string, after ...string) (string, *stubProcess) {
 	t.Helper()
-	return surviveGDBCrash(t, func() (string, *stubProcess) {
-		stub := startStub(t, []string{"--once"}, cmd...)
-		return runGDB(t, gdbSession{program: cmd[0], commands: []string{markerScript(stub, start, marker, end, after)}}), stub
+	return surviveGDBCrash(t, cmd, func(stub *stubProcess) string {
+		return markerScript(stub, start, marker, end, after)
 	})
 }
 

@@ -206,8 +206,9 @@ func PaddedSites(code []byte, s Site) []Site {
 // SiteCandidates returns the ways to place a jump at addr, cheapest
 // first: PlanSite's site when it puns nothing (a plain jump, possibly
 // ending in padding); otherwise the successor-preserving pun (KeepSite:
-// no int3) and its prefix-padded variants (PaddedKeepSites), the short jump to a slot in nearby padding (ShortSite: no
-// int3), the successor eviction (EvictSite: no int3, a second jump
+// no int3) and its prefix-padded variants (PaddedKeepSites), the short
+// jump to a slot in nearby padding (ShortSite: no int3), the successor
+// eviction (EvictSite: no int3, a second jump
 // and a trampoline; isCode vouches for bytes after a ret or jmp),
 // PlanSite's punned site (int3s at covered heads) and its
 // prefix-padded variants (PaddedSites). The caller takes the first that

@@ -406,7 +406,6 @@ func (b *Buffer) commitLocked(f *FrameBuilder) error {
 		b.growth += f.growth
 	}
 	*b.recs.add(b.headSeq + int64(b.count)) = record{word: word, fallbackPC: f.fallbackPC, time: f.time}
-	b.growAheadLocked()
 	b.count++
 	b.used += n
 	b.created++
@@ -459,7 +458,6 @@ func (w Batch) CommitHeader(tpnum int, fallbackPC uint64, time int64) (int, erro
 	b.writeLocked(hdr[:])
 	*b.recs.add(b.headSeq + int64(b.count)) = record{
 		word: uint64(pos) | uint64(tpnum)<<recTPShift | recHasFBFlag, fallbackPC: fallbackPC, time: time}
-	b.growAheadLocked()
 	b.count++
 	b.used += HeaderSize
 	b.created++
@@ -497,13 +495,16 @@ func (b *Buffer) makeRoomLocked(n int) error {
 	return nil
 }
 
-// writeLocked copies a frame's bytes to the ring at wpos. The caller
-// made room: they overwrite no present frame.
+// writeLocked copies a frame's bytes to the ring at wpos, then has the
+// next pieces made if the writer nears the end of the ring's storage
+// (growAheadLocked). The caller made room: they overwrite no present
+// frame.
 func (b *Buffer) writeLocked(p []byte) {
 	if end := b.wpos + len(p); end > b.ring.allocated() {
 		b.ring.ensure(end) // growAheadLocked has usually made the piece already
 	}
 	b.wpos = b.ring.write(b.wpos, p)
+	b.growAheadLocked()
 }
 
 // rec returns the record of the present frame with sequence number seq.
