@@ -25,17 +25,7 @@ func TestFastTraceInsertRemoveCycles(t *testing.T) {
 		cycles = 40
 	}
 	prog := buildProgram(t, "cycles")
-	stub := startStub(t, []string{"--once"}, prog)
-	g := startMI(t, prog)
-	g.mustDo("-target-select remote " + stub.target())
-	g.mustDo("break main")
-	if res, _ := g.do("-exec-continue"); !strings.HasPrefix(res, "^running") {
-		t.Fatalf("continue: %s", res)
-	}
-	if _, ok := g.waitStopped(30 * time.Second); !ok {
-		t.Fatal("no stop at main")
-	}
-	g.mustDo("delete")
+	g, _ := miSessionAt(t, prog, []string{"--once"}, "main")
 	var costs, interrupts []time.Duration
 	fast, collected := 0, 0
 	for i := range cycles {

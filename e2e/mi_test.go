@@ -137,3 +137,22 @@ func unquoteMI(s string) string {
 	r := strings.NewReplacer(`\n`, "\n", `\t`, "\t", `\"`, `"`, `\\`, `\`)
 	return r.Replace(s)
 }
+
+// miSessionAt starts the stub (with flags) on prog and gdb/MI connected
+// to it, runs the program to function at (a breakpoint, deleted then),
+// and returns both, the program stopped there.
+func miSessionAt(t *testing.T, prog string, flags []string, at string) (*miGDB, *stubProcess) {
+	t.Helper()
+	stub := startStub(t, flags, prog)
+	g := startMI(t, prog)
+	g.mustDo("-target-select remote " + stub.target())
+	g.mustDo("break " + at)
+	if res, _ := g.do("-exec-continue"); !strings.HasPrefix(res, "^running") {
+		t.Fatalf("continue: %s", res)
+	}
+	if _, ok := g.waitStopped(30 * time.Second); !ok {
+		t.Fatalf("no stop at %s", at)
+	}
+	g.mustDo("delete")
+	return g, stub
+}

@@ -79,7 +79,14 @@
 // forced bytes to lower rel32 bytes. A covered head never falls on a
 // prefix or the opcode (a thread arriving there would enter the jump).
 // Pads and their memory are never unmapped: a thread may still be inside
-// one after its tracepoint goes.
+// one after its tracepoint goes. The pages mapped at a forced address for
+// a removed jump's pad or trampoline are kept apart (Installer.spare) and
+// given back when the same site, or another whose forced bytes allow
+// them, is placed again with no thread's pc in them: a
+// successor-preserving jump that keeps four bytes has exactly one pad
+// address, taken for good by the first tstart before this, so every later
+// tstart made that tracepoint a trap (e2e
+// TestFastTraceStressEightThreads: 1,000 tstart/tstop cycles).
 //
 // --ftrace-shapes (SetShapes, Site.Shape) restricts the shapes used.
 //
@@ -101,7 +108,11 @@
 // memory reads and layered under breakpoints, so a gdb breakpoint at the
 // tracepoint address works and stepping over it enters the pad (the hit is
 // collected, as with gdbserver). Removal takes the puns' traps out, then the
-// patch.
+// patch. A removal the drainer makes (a pad ended the run: a full buffer)
+// waits, the program perhaps running, until the next stop (Flush) or the
+// next Install, whichever comes first; only the drainer's own calls wait
+// (Installer.asyncTid names its thread): gdb's tstop at that moment
+// unpatches at once.
 //
 // A gdb breakpoint (software or hardware) on a covered instruction other
 // than the first would not be hit while the jump is in (threads run the

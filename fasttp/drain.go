@@ -2,7 +2,9 @@ package fasttp
 
 import (
 	"fmt"
+	"golang.org/x/sys/unix"
 	"math"
+	"runtime"
 	"time"
 
 	"gotpstub/frames"
@@ -123,6 +125,11 @@ func (in *Installer) endRunIfFull(more bool) {
 func (in *Installer) drainOnce(async bool) int {
 	in.drainMu.Lock()
 	defer in.drainMu.Unlock()
+	if async {
+		// Remove tells its calls from here by the thread (asyncTid).
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+	}
 	in.mu.Lock()
 	l := in.lanes
 	in.mu.Unlock()
@@ -140,16 +147,18 @@ func (in *Installer) drainOnce(async bool) int {
 		in.logf("fast tracepoints: draining the lanes: %v", err)
 	}
 	hits := in.resolve(recs)
-	in.mu.Lock()
-	in.async = async
-	in.mu.Unlock()
+	if async {
+		in.mu.Lock()
+		in.asyncTid = unix.Gettid()
+		in.mu.Unlock()
+	}
 	in.engine.FastHits(hits)
 	l.release()
 	in.endRunIfFull(more)
 	in.reportStop(why, slot)
 	in.reportDrops(l, lost)
 	in.mu.Lock()
-	in.async = false
+	in.asyncTid = 0
 	in.mu.Unlock()
 	if more {
 		return max(len(recs), 1)

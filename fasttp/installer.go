@@ -1,8 +1,10 @@
 package fasttp
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"os"
 	"slices"
 	"sync"
@@ -66,21 +68,31 @@ type Installer struct {
 	// sitePages indexes sites by the granules (siteIndexPage) of the
 	// bytes they write: addSiteLocked and dropSiteLocked keep both.
 	sitePages map[uint64][]*jumpSite
-	bySlot    []*jumpSite                       // by tracepoint table slot (maxSlots)
-	padTraps  map[uint64]padTrap                // int3 address inside a pad → its role
-	arenas    map[uint64]*arena                 // 1 GiB window → current pad area
-	areas     []Range                           // every range of pad memory (Stabilize)
-	viaTrap   map[*tracing.Tracepoint]string    // trap tracepoints: why a fast one is a trap ("" for gdb's trace)
-	pending   []*jumpSite                       // unpatching requested while the process could not be patched
-	slots     map[*tracing.Tracepoint]uint32    // each placed tracepoint's table slot, kept when it becomes a trap for a while
-	breaks    map[uint64]int                    // gdb's breakpoints (software and hardware) by address, counted
-	heldBack  map[*tracing.Tracepoint]*jumpSite // fast tracepoints that are traps because of a breakpoint in their bytes, with the jump taken out (nil: never placed)
-	hookMem   memory                            // the stopped thread's memory while a hook runs
-	code      *codeMap                          // which bytes are instructions (codeOracle)
-	shapes    map[Shape]bool                    // the jump shapes allowed (SetShapes; nil: all)
-	// async is set while the drainer goroutine feeds the engine: the
-	// process may be running, so removals wait for Flush.
-	async bool
+	bySlot    []*jumpSite        // by tracepoint table slot (maxSlots)
+	padTraps  map[uint64]padTrap // int3 address inside a pad → its role
+	arenas    map[uint64]*arena  // 1 GiB window → current pad area
+	areas     []Range            // every range of pad memory (Stabilize)
+	// spare holds the pages mapped at a forced address for the pad or
+	// trampoline of a jump since removed (jumpSite.own): the same site
+	// placed again (the next tstart) finds its address there, where a
+	// successor-preserving jump that keeps four bytes has no other.
+	spare    []Range
+	viaTrap  map[*tracing.Tracepoint]string    // trap tracepoints: why a fast one is a trap ("" for gdb's trace)
+	pending  []*jumpSite                       // unpatching requested while the process could not be patched
+	slots    map[*tracing.Tracepoint]uint32    // each placed tracepoint's table slot, kept when it becomes a trap for a while
+	breaks   map[uint64]int                    // gdb's breakpoints (software and hardware) by address, counted
+	heldBack map[*tracing.Tracepoint]*jumpSite // fast tracepoints that are traps because of a breakpoint in their bytes, with the jump taken out (nil: never placed)
+	hookMem  memory                            // the stopped thread's memory while a hook runs
+	code     *codeMap                          // which bytes are instructions (codeOracle)
+	shapes   map[Shape]bool                    // the jump shapes allowed (SetShapes; nil: all)
+	// asyncTid is, while the drainer goroutine feeds the engine (the
+	// program may be running), the OS thread that goroutine is locked
+	// to: a Remove made there (the run ended by a pad) leaves the jump
+	// until Flush; 0 otherwise. A Remove on another goroutine at that
+	// moment (gdb's tstop, the program stopped) unpatches at once: a
+	// flag shared by all callers let such a tstop leave its jumps in,
+	// and the next tstart found its own old patch in the way.
+	asyncTid int
 
 	// drainMu serialises drains (the drainer goroutine and Sync), so
 	// records reach the engine once and in order.
@@ -181,6 +193,9 @@ type jumpSite struct {
 	// stub adds to each frame from the record's time.
 	traceTime bool
 	compact   bool // jit.PadSpec.Compact: 8-byte records in owned lanes
+	// own are the pages mapped for this jump alone (a pad or trampoline
+	// at a forced address: punnedPadAddr), spare once it is removed.
+	own []Range
 }
 
 // padTrap is the role of an int3 inside a pad.
@@ -278,6 +293,7 @@ func (in *Installer) laneSize() uint64 {
 // Install places tp: a jump pad when gdb asked for a fast tracepoint and
 // the location and the actions allow one, a trap otherwise.
 func (in *Installer) Install(tp *tracing.Tracepoint) error {
+	in.removePending()
 	if err := in.install(tp); err != nil {
 		return err
 	}
@@ -508,7 +524,7 @@ func (in *Installer) Remove(tp *tracing.Tracepoint) error {
 	if len(in.sites) == 0 {
 		in.setActiveLocked(false)
 	}
-	if in.hookMem != nil || in.async {
+	if in.hookMem != nil || (in.asyncTid != 0 && in.asyncTid == unix.Gettid()) {
 		// The ptrace goroutine runs our hook, or the drainer found the
 		// run over while the program runs: the jump stays (the pads
 		// skip, collection is off) until Flush at the next stop.
@@ -524,14 +540,24 @@ func (in *Installer) Remove(tp *tracing.Tracepoint) error {
 // calls it whenever the process has stopped.
 func (in *Installer) Flush() {
 	in.traps.Flush()
+	in.removePending()
+	in.placeHeldBack()
+}
+
+// removePending takes out the jumps whose removal waited for a stop
+// (Remove). Install calls it too: the drainer may end a run (a full
+// buffer) after the stop's Flush, and the next tstart must not find
+// the old jumps in its way.
+func (in *Installer) removePending() {
 	in.mu.Lock()
 	pending := in.pending
 	in.pending = nil
 	in.mu.Unlock()
 	for _, s := range pending {
-		_ = in.unpatch(s)
+		if err := in.unpatch(s); err != nil {
+			in.logf("fast tracepoints: %v", err)
+		}
 	}
-	in.placeHeldBack()
 }
 
 func (in *Installer) unpatch(s *jumpSite) error {
@@ -556,6 +582,10 @@ func (in *Installer) unpatch(s *jumpSite) error {
 			return fmt.Errorf("fast tracepoint %d at %#x: removing the jump to the pad at %#x: %w", s.tp.Num, s.tp.Addr, s.site.Slot, err)
 		}
 	}
+	in.mu.Lock()
+	in.spare = append(in.spare, s.own...)
+	in.mu.Unlock()
+	s.own = nil
 	return nil
 }
 
@@ -699,7 +729,7 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 		return fmt.Errorf("building the pad: %w", err)
 	}
 	padLen := align16(uint64(len(probe.Code)))
-	site, base, size, err := in.placeLocked(cands, func(s Site) uint64 { return padLen + 16*uint64(len(s.Insns)+1) + 64 })
+	site, base, size, own, err := in.placeLocked(cands, func(s Site) uint64 { return padLen + 16*uint64(len(s.Insns)+1) + 64 })
 	if err != nil {
 		return err
 	}
@@ -747,7 +777,7 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	}
 	in.faultsMu.Unlock()
 	s := &jumpSite{tp: tp, slot: slot, site: site, pad: pad, padAddr: spec.Addr, heads: heads, traceTime: acts.traceTime,
-		compact: spec.Compact}
+		compact: spec.Compact, own: own}
 
 	// Threads stopped inside the covered bytes (not at their start) go to
 	// the relocated copies; then the jump goes in.
@@ -842,13 +872,14 @@ func (in *Installer) writeTrampoline(site Site) error {
 // them. Candidates after the first are skipped when their bytes hold a
 // breakpoint, a trap or another jump. The error is the first
 // candidate's.
-func (in *Installer) placeLocked(cands []Site, sizeFor func(Site) uint64) (Site, uint64, uint64, error) {
+func (in *Installer) placeLocked(cands []Site, sizeFor func(Site) uint64) (Site, uint64, uint64, []Range, error) {
 	var first error
 	for i, c := range cands {
 		if (i > 0 || c.Slot != 0) && in.conflictLocked(c) {
 			continue
 		}
 		var base uint64
+		var own []Range
 		var err error
 		if len(c.Forced) == 0 {
 			base, err = in.arenaSpaceLocked(c.Addr, sizeFor(c))
@@ -857,9 +888,15 @@ func (in *Installer) placeLocked(cands []Site, sizeFor func(Site) uint64) (Site,
 			}
 		} else {
 			base, c.Tramp, err = in.punnedPadAddr(c, sizeFor(c))
+			if err == nil {
+				own = append(own, pagesOf(base, sizeFor(c)))
+				if c.Tramp != 0 {
+					own = append(own, pagesOf(c.Tramp, TrampolineSize))
+				}
+			}
 		}
 		if err == nil {
-			return c, base, sizeFor(c), nil
+			return c, base, sizeFor(c), own, nil
 		}
 		if first == nil {
 			first = err
@@ -868,7 +905,7 @@ func (in *Installer) placeLocked(cands []Site, sizeFor func(Site) uint64) (Site,
 	if first == nil {
 		first = errors.New("another tracepoint, a breakpoint or a trap holds the bytes of every shape")
 	}
-	return Site{}, 0, 0, first
+	return Site{}, 0, 0, nil, first
 }
 
 // ensureCtlLocked maps the shared control block and lanes on first use
@@ -926,32 +963,81 @@ func (in *Installer) punnedPadAddr(site Site, size uint64) (pad, tramp uint64, e
 	if err != nil {
 		return 0, 0, err
 	}
-	free := FreeRanges(mapped, minMapAddr, maxUserAddr)
+	spare := in.idleSpareLocked()
+	free := withSpare(FreeRanges(mapped, minMapAddr, maxUserAddr), spare)
 	for attempt := 0; attempt < 4; attempt++ {
 		p, t, err := FindPadAddrs(site, free, size)
 		if err != nil {
 			return 0, 0, err
 		}
-		if err := in.proc.AllocateScratchAt(p, int(size)); err != nil {
+		if err := in.mapPadLocked(p, size, spare); err != nil {
 			// Mapped meanwhile (maps was stale): leave that range out.
 			mapped = append(mapped, pagesOf(p, size))
-			free = FreeRanges(mapped, minMapAddr, maxUserAddr)
+			free = withSpare(FreeRanges(mapped, minMapAddr, maxUserAddr), spare)
 			continue
 		}
-		in.areas = append(in.areas, Range{p, p + size})
 		if t == 0 {
 			return p, 0, nil
 		}
-		if err := in.proc.AllocateScratchAt(t, TrampolineSize); err != nil {
+		if err := in.mapPadLocked(t, TrampolineSize, spare); err != nil {
 			// The pad's page stays ours (never unmapped): leave both out.
+			in.spare = append(in.spare, pagesOf(p, size))
 			mapped = append(mapped, pagesOf(p, size), pagesOf(t, TrampolineSize))
-			free = FreeRanges(mapped, minMapAddr, maxUserAddr)
+			free = withSpare(FreeRanges(mapped, minMapAddr, maxUserAddr), spare)
 			continue
 		}
-		in.areas = append(in.areas, Range{t, t + TrampolineSize})
 		return p, t, nil
 	}
 	return 0, 0, errors.New("could not map a pad at a matching address")
+}
+
+// mapPadLocked makes [p, p+size) pad memory: pages of in.spare that
+// hold it (idle: listed in spare) are taken back, other pages mapped
+// (AllocateScratchAt).
+func (in *Installer) mapPadLocked(p, size uint64, spare []Range) error {
+	r := Range{p, p + size}
+	if i := slices.IndexFunc(in.spare, func(s Range) bool { return s.Start <= r.Start && r.End <= s.End }); i >= 0 &&
+		slices.Contains(spare, in.spare[i]) {
+		in.spare = slices.Delete(in.spare, i, i+1)
+	} else if err := in.proc.AllocateScratchAt(p, int(size)); err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(in.areas, func(a Range) bool { return a.Start <= r.Start && r.End <= a.End }) {
+		in.areas = append(in.areas, r)
+	}
+	return nil
+}
+
+// idleSpareLocked returns the ranges of in.spare no thread's pc lies in
+// (a thread is never left inside a removed pad, Stabilize; this makes
+// sure).
+func (in *Installer) idleSpareLocked() []Range {
+	if len(in.spare) == 0 {
+		return nil
+	}
+	busy := map[Range]bool{}
+	_ = in.proc.RelocatePCs(func(_ int, pc uint64) (uint64, bool) {
+		for _, r := range in.spare {
+			if pc >= r.Start && pc < r.End {
+				busy[r] = true
+			}
+		}
+		return 0, false
+	})
+	var idle []Range
+	for _, r := range in.spare {
+		if !busy[r] {
+			idle = append(idle, r)
+		}
+	}
+	return idle
+}
+
+// withSpare returns free with the spare ranges added, in address order.
+func withSpare(free, spare []Range) []Range {
+	out := append(slices.Clone(free), spare...)
+	slices.SortFunc(out, func(a, b Range) int { return cmp.Compare(a.Start, b.Start) })
+	return out
 }
 
 // The user address range pads may use (vm.mmap_min_addr's usual value to

@@ -26,7 +26,12 @@
 //
 // Resume applies vCont-style actions; Wait blocks until one thread has a
 // reportable event, then stops every other thread (SIGSTOP, swallowed when
-// it arrives) before returning. Events that turn up while stopping the
+// it arrives) before returning. Once an event is reportable the event loop
+// collects no more statuses before that stop (drain): threads hitting trap
+// tracepoints would otherwise keep it busy for ever, and gdb's interrupt
+// went unanswered. An interrupt's SIGSTOP that arrives merged with one of
+// the stub's own (a pending SIGSTOP is delivered once) is reported, not
+// swallowed. Events that turn up while stopping the
 // others stay queued and are reported by later Waits, one per call, as
 // gdbserver does, but only once gdb resumes their thread: while an event
 // of a thread it resumes is queued, Resume resumes nothing and the next

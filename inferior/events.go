@@ -24,7 +24,11 @@ func (p *Process) anyRunning() bool {
 
 // drain collects every status change available without blocking.
 func (p *Process) drain() {
-	for {
+	for p.reportable() < 0 {
+		// Once an event is to be reported, the rest waits for the
+		// waiter's stopAll: threads that keep hitting trap tracepoints
+		// would otherwise keep this loop busy for ever, and an
+		// interrupt queued meanwhile would never be reported.
 		wpid, ws, err := wait4(-1, unix.WNOHANG)
 		if err != nil || wpid <= 0 {
 			return
@@ -176,12 +180,12 @@ func (p *Process) handleStop(t *thread, ws unix.WaitStatus) {
 		// A syscall stop (we never ask for them): carry on.
 		p.resumeThread(t)
 	case sig == unix.SIGSTOP && p.takeInterrupt(t):
-		if t.sigstopExpected {
-			// Our stop request and the interrupt merged into one.
-			t.sigstopExpected = false
-			p.resumeThread(t)
-			return
-		}
+		// A stop request of ours still in flight merged with the
+		// interrupt's SIGSTOP (a pending SIGSTOP is delivered once):
+		// this one stop answers both, and gdb must hear of the
+		// interrupt — swallowing it lost gdb's ^C for good while trap
+		// tracepoints kept stopping every thread.
+		t.sigstopExpected = false
 		t.interrupted = true
 		p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(unix.SIGINT)})
 	case sig == unix.SIGSTOP && t.sigstopExpected:
@@ -866,14 +870,15 @@ func (p *Process) stepThread(t *thread, qs queuedSignal) (bool, error) {
 		p.noteStopKind(t, isEventStop(ws))
 		s := ws.StopSignal()
 		switch {
-		case s == unix.SIGSTOP && (t.sigstopExpected || p.takeInterrupt(t)):
-			if t.sigstopExpected {
-				t.sigstopExpected = false
-			} else {
-				t.interrupted = true
-				p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(unix.SIGINT)})
-				return false, nil
-			}
+		case s == unix.SIGSTOP && p.takeInterrupt(t):
+			// The interrupt's SIGSTOP, possibly merged with one of
+			// ours (handleStop): reported.
+			t.sigstopExpected = false
+			t.interrupted = true
+			p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(unix.SIGINT)})
+			return false, nil
+		case s == unix.SIGSTOP && t.sigstopExpected:
+			t.sigstopExpected = false
 		case s == unix.SIGTRAP && ws.TrapCause() == unix.PTRACE_EVENT_CLONE:
 			saved := p.stopping
 			p.stopping = true // keep the new thread stopped for now
