@@ -24,6 +24,9 @@ func TestAnalyse(t *testing.T) {
 		{name: "push rbp", code: []byte{0x55}, kind: emulateSimple, length: 1, branch: brPush},
 		{name: "push r12", code: []byte{0x41, 0x54}, kind: emulateSimple, length: 2, branch: brPush},
 		{name: "mov rbp,rsp", code: []byte{0x48, 0x89, 0xe5}, kind: emulateSimple, length: 3, branch: brMovRspRbp},
+		{name: "ret", code: []byte{0xc3}, kind: emulateSimple, length: 1, branch: brRet},
+		{name: "pop rbx", code: []byte{0x5b}, kind: emulateSimple, length: 1, branch: brPop},
+		{name: "pop r15", code: []byte{0x41, 0x5f}, kind: emulateSimple, length: 2, branch: brPop},
 		{name: "mov rbx,rdi", code: []byte{0x48, 0x89, 0xfb}, kind: copyAndStep, length: 3},
 		{name: "jmp rel8", code: []byte{0xeb, 0x10}, kind: emulateBranch, length: 2, branch: brJmp, target: addr + 2 + 0x10},
 		{name: "je rel8 backwards", code: []byte{0x74, 0xfe}, kind: emulateBranch, length: 2, branch: brJcc, target: addr},
@@ -108,6 +111,14 @@ func TestPushRegisterMapping(t *testing.T) {
 	}
 	if _, got, _ := pushInsn([]byte{0x41, 0x57}); got != 15 {
 		t.Errorf("push r15: reg %d", got)
+	}
+	for op, reg := range want {
+		if _, got, ok := popInsn([]byte{op + 8}); !ok || got != reg {
+			t.Errorf("pop %#x: reg %d, want %d", op+8, got, reg)
+		}
+	}
+	if _, got, _ := popInsn([]byte{0x41, 0x5c}); got != 12 {
+		t.Errorf("pop r12: reg %d", got)
 	}
 }
 

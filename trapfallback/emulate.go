@@ -50,7 +50,9 @@ func conditionHolds(cc byte, flags uint64) bool {
 	return r
 }
 
-// emulate executes a relative branch on the saved registers of st.
+// emulate executes a relative branch, or one of the simple instructions
+// analyse picks (push reg, mov %rsp,%rbp, pop reg, ret), on the saved
+// registers of st.
 func (d *displaced) emulate(st *inferior.Stopped, regs *tdesc.Regs) error {
 	pc := d.nextIns
 	flags := regs.Uint64(tdesc.EFLAGS)
@@ -94,6 +96,32 @@ func (d *displaced) emulate(st *inferior.Stopped, regs *tdesc.Regs) error {
 		}
 	case brMovRspRbp:
 		if err := regs.Set(tdesc.RBP, regs.Get(tdesc.RSP)); err != nil {
+			return err
+		}
+	case brPop:
+		sp := regs.Uint64(tdesc.RSP)
+		var v [8]byte
+		if n, err := st.ReadMemory(sp, v[:]); n != len(v) {
+			return fmt.Errorf("emulating pop: reading %#x: %w", sp, err)
+		}
+		var newSP [8]byte
+		binary.LittleEndian.PutUint64(newSP[:], sp+8)
+		if err := regs.Set(tdesc.RSP, newSP[:]); err != nil {
+			return err
+		}
+		// pop %rsp loads rsp last: the popped value wins.
+		if err := regs.Set(d.pushReg, v[:]); err != nil {
+			return err
+		}
+	case brRet:
+		sp := regs.Uint64(tdesc.RSP)
+		var v [8]byte
+		if n, err := st.ReadMemory(sp, v[:]); n != len(v) {
+			return fmt.Errorf("emulating ret: reading the return address at %#x: %w", sp, err)
+		}
+		pc = binary.LittleEndian.Uint64(v[:])
+		binary.LittleEndian.PutUint64(v[:], sp+8)
+		if err := regs.Set(tdesc.RSP, v[:]); err != nil {
 			return err
 		}
 	case brCall:

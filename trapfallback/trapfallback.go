@@ -11,7 +11,9 @@
 //   - relative branches (jmp, jcc, call rel32, loop, jrcxz) are emulated
 //     from the saved registers, since their target depends on where they
 //     run;
-//   - endbr64 and nop are skipped;
+//   - endbr64 and nop are skipped; push reg, mov %rsp,%rbp, pop reg and
+//     ret are emulated too (the usual first and last instructions of a
+//     function);
 //   - every other instruction is copied to a scratch slot allocated in the
 //     inferior within ±2 GB of the tracepoint, its rip-relative
 //     displacement re-encoded for the new address, single-stepped there,
@@ -399,7 +401,7 @@ type displaced struct {
 	pcRelOff     int
 
 	// emulateBranch, emulateSimple
-	pushReg int
+	pushReg int // the register of push reg and pop reg
 	branch  branchKind
 	cond    byte // jcc condition code (low nibble of the opcode)
 	target  uint64
@@ -418,6 +420,8 @@ const (
 	brJrcxz     // e3
 	brPush      // push reg (emulateSimple)
 	brMovRspRbp // mov %rsp,%rbp (emulateSimple)
+	brRet       // ret (emulateSimple)
+	brPop       // pop reg (emulateSimple)
 )
 
 // x86RegToGDB maps the 3-bit x86 register encoding to GDB's amd64
@@ -427,11 +431,22 @@ var x86RegToGDB = [8]int{tdesc.RAX, tdesc.RCX, tdesc.RDX, tdesc.RBX, tdesc.RSP, 
 // pushInsn recognises push r64 (50+r, optionally REX.B for r8-r15) and
 // returns its length and the GDB number of the pushed register.
 func pushInsn(code []byte) (n, reg int, ok bool) {
+	return regInsn(code, 0x50)
+}
+
+// popInsn recognises pop r64 (58+r, optionally REX.B) like pushInsn.
+func popInsn(code []byte) (n, reg int, ok bool) {
+	return regInsn(code, 0x58)
+}
+
+// regInsn recognises the one-byte-opcode instruction op+r (push or pop
+// r64, optionally REX.B for r8-r15).
+func regInsn(code []byte, op byte) (n, reg int, ok bool) {
 	switch {
-	case len(code) >= 1 && code[0] >= 0x50 && code[0] <= 0x57:
-		return 1, x86RegToGDB[code[0]-0x50], true
-	case len(code) >= 2 && code[0] == 0x41 && code[1] >= 0x50 && code[1] <= 0x57:
-		return 2, 8 + int(code[1]-0x50), true
+	case len(code) >= 1 && code[0] >= op && code[0] <= op+7:
+		return 1, x86RegToGDB[code[0]-op], true
+	case len(code) >= 2 && code[0] == 0x41 && code[1] >= op && code[1] <= op+7:
+		return 2, 8 + int(code[1]-op), true
 	}
 	return 0, 0, false
 }
@@ -457,6 +472,18 @@ func analyse(addr uint64, code []byte) (displaced, error) {
 	if len(code) >= 3 && code[0] == 0x48 && code[1] == 0x89 && code[2] == 0xe5 {
 		d.kind, d.length, d.branch = emulateSimple, 3, brMovRspRbp
 		d.nextIns = addr + 3
+		return d, nil
+	}
+	if n, reg, ok := popInsn(code); ok {
+		d.kind, d.length, d.branch, d.pushReg = emulateSimple, n, brPop, reg
+		d.nextIns = addr + uint64(n)
+		return d, nil
+	}
+	if code[0] == 0xc3 {
+		// ret, where a fast tracepoint often falls back to a trap (a
+		// lone ret: no jump fits).
+		d.kind, d.length, d.branch = emulateSimple, 1, brRet
+		d.nextIns = addr + 1
 		return d, nil
 	}
 	// VEX/EVEX-encoded instructions: x86asm misses their rip-relative
