@@ -3,6 +3,7 @@ package trapfallback
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 
 	"gotpstub/inferior"
 	"gotpstub/tdesc"
@@ -99,31 +100,20 @@ func (d *displaced) emulate(st *inferior.Stopped, regs *tdesc.Regs) error {
 			return err
 		}
 	case brPop:
-		sp := regs.Uint64(tdesc.RSP)
-		var v [8]byte
-		if n, err := st.ReadMemory(sp, v[:]); n != len(v) {
-			return fmt.Errorf("emulating pop: reading %#x: %w", sp, err)
-		}
-		var newSP [8]byte
-		binary.LittleEndian.PutUint64(newSP[:], sp+8)
-		if err := regs.Set(tdesc.RSP, newSP[:]); err != nil {
-			return err
+		v, err := popStack(st, regs)
+		if err != nil {
+			return fmt.Errorf("emulating pop: %w", err)
 		}
 		// pop %rsp loads rsp last: the popped value wins.
 		if err := regs.Set(d.pushReg, v[:]); err != nil {
 			return err
 		}
 	case brRet:
-		sp := regs.Uint64(tdesc.RSP)
-		var v [8]byte
-		if n, err := st.ReadMemory(sp, v[:]); n != len(v) {
-			return fmt.Errorf("emulating ret: reading the return address at %#x: %w", sp, err)
+		v, err := popStack(st, regs)
+		if err != nil {
+			return fmt.Errorf("emulating ret: %w", err)
 		}
 		pc = binary.LittleEndian.Uint64(v[:])
-		binary.LittleEndian.PutUint64(v[:], sp+8)
-		if err := regs.Set(tdesc.RSP, v[:]); err != nil {
-			return err
-		}
 	case brCall:
 		sp := regs.Uint64(tdesc.RSP) - 8
 		var ret [8]byte
@@ -139,4 +129,19 @@ func (d *displaced) emulate(st *inferior.Stopped, regs *tdesc.Regs) error {
 		pc = d.target
 	}
 	return setPC(st, regs, pc)
+}
+
+// popStack reads the quadword at rsp and moves rsp past it (pop, ret).
+func popStack(st *inferior.Stopped, regs *tdesc.Regs) ([8]byte, error) {
+	var v [8]byte
+	sp := regs.Uint64(tdesc.RSP)
+	if n, err := st.ReadMemory(sp, v[:]); n != len(v) {
+		if err == nil {
+			err = io.ErrUnexpectedEOF
+		}
+		return v, fmt.Errorf("reading the stack at %#x: %w", sp, err)
+	}
+	var newSP [8]byte
+	binary.LittleEndian.PutUint64(newSP[:], sp+8)
+	return v, regs.Set(tdesc.RSP, newSP[:])
 }
