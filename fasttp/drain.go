@@ -2,10 +2,11 @@ package fasttp
 
 import (
 	"fmt"
-	"golang.org/x/sys/unix"
 	"math"
 	"runtime"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"gotpstub/frames"
 	"gotpstub/jit"

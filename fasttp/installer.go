@@ -4,13 +4,13 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"golang.org/x/sys/unix"
 	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/cpu"
+	"golang.org/x/sys/unix"
 
 	"gotpstub/agentexpr"
 	"gotpstub/frames"

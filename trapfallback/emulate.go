@@ -87,7 +87,7 @@ func (d *displaced) emulate(st *inferior.Stopped, regs *tdesc.Regs) error {
 	case brPush:
 		sp := regs.Uint64(tdesc.RSP) - 8
 		var v [8]byte
-		binary.LittleEndian.PutUint64(v[:], regs.Uint64(d.pushReg)) // push rsp pushes the old value
+		binary.LittleEndian.PutUint64(v[:], regs.Uint64(d.reg)) // push rsp pushes the old value
 		if err := st.WriteMemory(sp, v[:]); err != nil {
 			return fmt.Errorf("emulating push: %w", err)
 		}
@@ -105,7 +105,7 @@ func (d *displaced) emulate(st *inferior.Stopped, regs *tdesc.Regs) error {
 			return fmt.Errorf("emulating pop: %w", err)
 		}
 		// pop %rsp loads rsp last: the popped value wins.
-		if err := regs.Set(d.pushReg, v[:]); err != nil {
+		if err := regs.Set(d.reg, v[:]); err != nil {
 			return err
 		}
 	case brRet:

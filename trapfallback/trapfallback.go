@@ -401,7 +401,7 @@ type displaced struct {
 	pcRelOff     int
 
 	// emulateBranch, emulateSimple
-	pushReg int // the register of push reg and pop reg
+	reg     int // emulateSimple: the register of push reg or pop reg
 	branch  branchKind
 	cond    byte // jcc condition code (low nibble of the opcode)
 	target  uint64
@@ -465,7 +465,7 @@ func analyse(addr uint64, code []byte) (displaced, error) {
 	}
 	// The usual function-entry instructions are emulated: no single-step.
 	if n, reg, ok := pushInsn(code); ok {
-		d.kind, d.length, d.branch, d.pushReg = emulateSimple, n, brPush, reg
+		d.kind, d.length, d.branch, d.reg = emulateSimple, n, brPush, reg
 		d.nextIns = addr + uint64(n)
 		return d, nil
 	}
@@ -475,7 +475,7 @@ func analyse(addr uint64, code []byte) (displaced, error) {
 		return d, nil
 	}
 	if n, reg, ok := popInsn(code); ok {
-		d.kind, d.length, d.branch, d.pushReg = emulateSimple, n, brPop, reg
+		d.kind, d.length, d.branch, d.reg = emulateSimple, n, brPop, reg
 		d.nextIns = addr + uint64(n)
 		return d, nil
 	}
