@@ -231,3 +231,59 @@ func TestTrapTraceInterruptUnderLoad(t *testing.T) {
 	t.Logf("interrupt answered within %v under 8-thread trap tracepoint load", worst)
 	fmt.Fprint(g.stdin, "-gdb-exit\n")
 }
+
+// TestFastTraceMovesThreadInsideCoveredBytes stops a thread of
+// testdata/stress8.c at site3's second instruction (a breakpoint there),
+// then places a fast tracepoint at site3 whose jump covers that
+// instruction (--ftrace-shapes=plain,int3: a punned jump over both) and
+// starts the experiment: tstart must move the stopped thread to the
+// instruction's relocated copy in the pad. Left where it was, the thread
+// single-stepped by gdb runs the pun's int3 and goes on inside the jump's
+// displacement bytes (step+4) instead of past the two instructions
+// (step+6). Then every thread runs on, passing the jump.
+func TestFastTraceMovesThreadInsideCoveredBytes(t *testing.T) {
+	requireTools(t)
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver needs its in-process agent library for ftrace")
+	}
+	prog := buildProgram(t, "stress8")
+	stub := startStub(t, []string{"--once", "--debug", "--ftrace-shapes=plain,int3"}, prog)
+	out := runGDB(t, gdbSession{program: prog, commands: []string{"target remote " + stub.target() + `
+break main
+continue
+break *site3+3
+continue
+print/x $pc == (long)&site3+3
+delete
+ftrace *site3
+actions
+collect $rdi
+end
+tstart
+stepi
+print/x $pc == (long)&site3+6
+break leaf
+continue
+continue
+continue
+continue
+continue
+continue
+tstop
+tstatus
+info threads`}})
+	mustContain(t, out, "Breakpoint 2, 0x", "$1 = 0x1", "$2 = 0x1")
+	mustPlaceJump(t, stub, 3)
+	if !strings.Contains(stub.output.String(), "punned jump over 6 bytes (2 instructions)") {
+		t.Fatalf("site3 did not get a jump over both instructions:\n%s", stub.output.String())
+	}
+	if strings.Contains(out, "received signal") || strings.Contains(out, "exited with code") {
+		t.Fatalf("the program broke after tstart:\n%s", out)
+	}
+	if n := len(regexpAll(out, `Breakpoint \d+, 0x[0-9a-f]+ in leaf`)); n != 6 {
+		t.Fatalf("want 6 stops at leaf, got %d:\n%s", n, out)
+	}
+	if framesCollected(t, out) < 1 {
+		t.Fatalf("no trace frame:\n%s", out)
+	}
+}

@@ -93,6 +93,12 @@ type Installer struct {
 	// flag shared by all callers let such a tstop leave its jumps in,
 	// and the next tstart found its own old patch in the way.
 	asyncTid int
+	// batches counts the Batch calls under way. Inside one, threads
+	// found inside a new jump's covered bytes are moved when the
+	// outermost ends (unmoved holds those jumps): nothing runs before
+	// then, and one pass over the threads serves every jump.
+	batches int
+	unmoved []*jumpSite
 
 	// drainMu serialises drains (the drainer goroutine and Sync), so
 	// records reach the engine once and in order.
@@ -246,9 +252,64 @@ func New(p *inferior.Process, e *tracing.Engine, traps TrapInstaller, logf func(
 // QTStart with a thousand fast tracepoints makes four thousand process
 // operations.
 func (in *Installer) Batch(f func()) {
-	if in.proc == nil || in.proc.Exclusive(f) != nil {
+	run := func() {
+		in.mu.Lock()
+		in.batches++
+		in.mu.Unlock()
+		defer in.endBatch()
+		f()
+	}
+	if in.proc == nil || in.proc.Exclusive(run) != nil {
 		f() // a closed process: f's operations fail one by one
 	}
+}
+
+// endBatch ends a Batch; the outermost moves the threads found inside
+// the covered bytes of the jumps it placed. Should that fail, those
+// jumps become traps: none may stay with a thread inside its bytes.
+func (in *Installer) endBatch() {
+	in.mu.Lock()
+	in.batches--
+	var sites []*jumpSite
+	if in.batches == 0 {
+		sites, in.unmoved = in.unmoved, nil
+	}
+	in.mu.Unlock()
+	if len(sites) == 0 {
+		return
+	}
+	err := in.moveThreadsOut(sites)
+	if err == nil {
+		return
+	}
+	in.logf("fast tracepoints: %v", err)
+	for _, s := range sites {
+		if !s.patched {
+			continue
+		}
+		if err := in.convertToTrapFor(s, err.Error()); err != nil {
+			in.logf("fast tracepoints: %v", err)
+		}
+	}
+}
+
+// moveThreadsOut sends the threads stopped inside the covered bytes of
+// sites' jumps (not at their start) to the relocated copies of the
+// instructions they were at.
+func (in *Installer) moveThreadsOut(sites []*jumpSite) error {
+	err := in.proc.RelocatePCs(func(_ int, pc uint64) (uint64, bool) {
+		for _, s := range sites {
+			if s.patched && pc > s.tp.Addr && pc < s.tp.Addr+uint64(s.site.Covered) {
+				to, ok := s.heads[pc]
+				return to, ok
+			}
+		}
+		return 0, false
+	})
+	if err != nil {
+		return fmt.Errorf("moving threads out of the patched bytes: %w", err)
+	}
+	return nil
 }
 
 // SetRingSize sets the size of each lane (a power of two between
@@ -780,21 +841,20 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 		compact: spec.Compact, own: own}
 
 	// Threads stopped inside the covered bytes (not at their start) go to
-	// the relocated copies; then the jump goes in.
-	end := tp.Addr + uint64(site.Covered)
-	if err := in.proc.RelocatePCs(func(_ int, pc uint64) (uint64, bool) {
-		if pc > tp.Addr && pc < end {
-			to, ok := heads[pc]
-			return to, ok
+	// the relocated copies (in a Batch, when it ends); then the jump goes
+	// in.
+	if in.batches == 0 {
+		if err := in.moveThreadsOut([]*jumpSite{{tp: tp, site: site, heads: heads, patched: true}}); err != nil {
+			return err
 		}
-		return 0, false
-	}); err != nil {
-		return fmt.Errorf("moving threads out of the patched bytes: %w", err)
 	}
 	if err := in.writeJump(site, base); err != nil {
 		return err
 	}
 	s.patched = true
+	if in.batches > 0 {
+		in.unmoved = append(in.unmoved, s)
+	}
 	for _, off := range site.Puns {
 		// A thread jumping to a covered instruction other than the first
 		// meets an int3 there; the hook sends it to the relocated copy.

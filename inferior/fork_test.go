@@ -203,3 +203,32 @@ func TestKillWithHeldForkChild(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestSharedMemoryAtForkEvent maps shared memory while the parent is
+// stopped at its fork event, inside the fork system call: the syscalls
+// injected for it must run after fork returns, and fork must still
+// return the child's pid (the program waits for that pid and exits 11
+// only if the child's status comes back).
+func TestSharedMemoryAtForkEvent(t *testing.T) {
+	p, ev, _ := forkStop(t, "fork")
+	m, err := p.MapShared(pageSize)
+	if err != nil {
+		t.Fatalf("MapShared at the fork event: %v", err)
+	}
+	copy(m.Data, "shared")
+	got := make([]byte, 6)
+	if _, err := p.ReadMemory(m.Addr, got); err != nil || string(got) != "shared" {
+		t.Errorf("the process reads %q (%v) at %#x, want \"shared\"", got, err, m.Addr)
+	}
+	if err := p.DetachForkChild(ev.ForkChild); err != nil {
+		t.Fatal(err)
+	}
+	resumeAll(t, p)
+	if ev := waitSkippingSIGCHLD(t, p); ev.Reason != "swbreak" || ev.Tid != p.Pid() {
+		t.Fatalf("event %+v, want the parent at hit", ev)
+	}
+	resumeAll(t, p)
+	if ev := waitSkippingSIGCHLD(t, p); ev.Kind != Exited || ev.ExitCode != 11 {
+		t.Errorf("end %+v, want exit 11 (fork returned the child's pid)", ev)
+	}
+}

@@ -33,44 +33,54 @@ func (p *Process) injectSyscall(t *thread, nr uintptr, args ...uint64) (uint64, 
 		_ = p.writeRaw(pc, orig[:])
 		_ = unix.PtraceSetRegs(t.tid, &saved)
 	}
-	regs := saved
-	regs.Rax = uint64(nr)
-	regs.Orig_rax = ^uint64(0) // no syscall restart on the way out
-	argRegs := []*uint64{&regs.Rdi, &regs.Rsi, &regs.Rdx, &regs.R10, &regs.R8, &regs.R9}
-	for i, a := range args {
-		*argRegs[i] = a
+	set := func() error {
+		regs := saved
+		regs.Rax = uint64(nr)
+		regs.Orig_rax = ^uint64(0) // no syscall restart on the way out
+		argRegs := []*uint64{&regs.Rdi, &regs.Rsi, &regs.Rdx, &regs.R10, &regs.R8, &regs.R9}
+		for i, a := range args {
+			*argRegs[i] = a
+		}
+		regs.Rip = pc
+		return unix.PtraceSetRegs(t.tid, &regs)
 	}
-	regs.Rip = pc
-	if err := unix.PtraceSetRegs(t.tid, &regs); err != nil {
+	if err := set(); err != nil {
 		restore()
 		return 0, fmt.Errorf("setting registers: %w", err)
 	}
-	var err error
-	done := false
-	for attempt := 0; attempt < 8 && !done; attempt++ {
-		done, err = p.stepThread(t, queuedSignal{})
+	for attempt := 0; attempt < 8; attempt++ {
+		done, err := p.stepThread(t, queuedSignal{})
 		if err != nil {
 			restore()
 			return 0, err
 		}
-		if !done {
-			// A signal got in first (kept for gdb): check the syscall
-			// has not run, then retry.
-			cur, gerr := getPC(t.tid)
-			if gerr != nil || cur != pc {
-				break
+		var after unix.PtraceRegs
+		if err := unix.PtraceGetRegs(t.tid, &after); err != nil {
+			restore()
+			return 0, fmt.Errorf("reading the result: %w", err)
+		}
+		if after.Rip == pc+2 {
+			restore()
+			return after.Rax, nil
+		}
+		if after.Rip != pc {
+			break
+		}
+		if done {
+			// The thread was stopped inside a system call of its own
+			// (clone's event stop, say): the step finished that call,
+			// whose result is in the registers now, and stopped on the
+			// way out, before ours ran. Those registers are the ones
+			// to give back; ours go in again.
+			saved = after
+			if err := set(); err != nil {
+				restore()
+				return 0, fmt.Errorf("setting registers: %w", err)
 			}
 		}
-	}
-	if !done {
-		restore()
-		return 0, errors.New("the injected system call did not complete")
-	}
-	var after unix.PtraceRegs
-	if err := unix.PtraceGetRegs(t.tid, &after); err != nil {
-		restore()
-		return 0, fmt.Errorf("reading the result: %w", err)
+		// Otherwise a signal got in first (kept for gdb): the syscall
+		// has not run, try again.
 	}
 	restore()
-	return after.Rax, nil
+	return 0, errors.New("the injected system call did not complete")
 }
