@@ -210,6 +210,9 @@ func placeSite(back, code []byte, addr uint64, free []fasttp.Range, isCode fastt
 	}
 	var first error
 	for _, c := range cands {
+		if len(c.Forced) > 0 && forcedEntryFits(c, free) {
+			return c, nil
+		}
 		_, _, err := fasttp.FindPadAddrs(c, free, padSize)
 		if err == nil {
 			return c, nil
@@ -219,6 +222,20 @@ func placeSite(back, code []byte, addr uint64, free []fasttp.Range, isCode fastt
 		}
 	}
 	return fasttp.Site{}, first
+}
+
+// forcedEntryFits reports whether site, whose jump displacement has
+// forced bytes, gets what the installer tries first for it: a jump of
+// fasttp.JumpLen bytes at an address with those bytes, within reach of
+// a pad near the site.
+func forcedEntryFits(site fasttp.Site, free []fasttp.Range) bool {
+	entry, _, err := fasttp.FindPadAddrs(site, free, fasttp.JumpLen)
+	if err != nil {
+		return false
+	}
+	pad, err := fasttp.FindPadAddr(fasttp.Site{Addr: site.Addr, Covered: site.Covered}, free, padSize)
+	d := int64(pad - (entry + fasttp.JumpLen))
+	return err == nil && d == int64(int32(d))
 }
 
 // overwritesTarget reports whether the jump planned at site replaces the

@@ -53,6 +53,7 @@ func (in *Installer) BreakpointInserted(addr uint64) error {
 		if s.tp.Addr == addr {
 			continue
 		}
+		s.keepOwn = true
 		err := in.convertToTrapFor(s, (&heldBackError{at: addr}).Error())
 		if err != nil {
 			return err
@@ -166,9 +167,14 @@ func (in *Installer) placeAgain(tp *tracing.Tracepoint) {
 // repatch puts back the jump of s, taken out by convertToTrapFor, to its
 // pad (still there: pads are never unmapped), with its puns' traps.
 func (in *Installer) repatch(s *jumpSite) error {
-	if err := in.writeJump(s.site, s.padAddr); err != nil {
+	if err := in.writeJump(s.site, s.entry); err != nil {
+		in.mu.Lock()
+		in.addSpareLocked(s.own...)
+		in.mu.Unlock()
+		s.own, s.keepOwn = nil, false
 		return fmt.Errorf("putting the jump back: %w", err)
 	}
+	s.keepOwn = false
 	s.patched = true
 	for _, off := range s.site.Puns {
 		head := s.tp.Addr + uint64(off)

@@ -123,6 +123,17 @@ const evictSamples = 8
 func padCandidates(site Site, free []Range, size uint64, samples, n int) []uint64 {
 	mask, val := forcedBits(site.Forced)
 	base := site.JumpEnd()
+	if mask == 0xffffffff {
+		// Every byte forced (a jump keeping four successor bytes): one
+		// address, free or not.
+		p := base + uint64(int64(int32(val)))
+		for _, fr := range free {
+			if fr.Start <= p && p <= fr.End && fr.End-p >= size {
+				return []uint64{p}
+			}
+		}
+		return nil
+	}
 	var rels []int64
 	for _, fr := range free {
 		if fr.End <= fr.Start || fr.End-fr.Start < size {

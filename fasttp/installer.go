@@ -2,6 +2,7 @@ package fasttp
 
 import (
 	"cmp"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -72,11 +73,27 @@ type Installer struct {
 	padTraps  map[uint64]padTrap // int3 address inside a pad → its role
 	arenas    map[uint64]*arena  // 1 GiB window → current pad area
 	areas     []Range            // every range of pad memory (Stabilize)
-	// spare holds the pages mapped at a forced address for the pad or
-	// trampoline of a jump since removed (jumpSite.own): the same site
-	// placed again (the next tstart) finds its address there, where a
-	// successor-preserving jump that keeps four bytes has no other.
-	spare    []Range
+	// spare holds the memory mapped at forced addresses that no pad or
+	// trampoline uses: the rest of each page mapped for one, and those
+	// of jumps since removed (jumpSite.own). The same site placed again
+	// (the next tstart) finds its address there, where a
+	// successor-preserving jump that keeps four bytes has no other, and
+	// other sites whose forced bytes allow it share the pages instead of
+	// mapping their own (an injected mmap each).
+	spare []Range
+	// mapped is the memory map (ParseMaps) during a Batch, read once and
+	// kept up to date with the pages mapped here: nothing else maps
+	// memory while the program is stopped. Nil outside a Batch.
+	mapped []Range
+	// pcs are the threads' pcs during a Batch (idleSpareLocked), read
+	// once: a thread is only ever moved out of spare memory, never into
+	// it, so a pc read earlier in the Batch errs on the safe side. Nil
+	// outside a Batch.
+	pcs []uint64
+	// idleBuf is idleSpareLocked's result, reused: a thousand
+	// tracepoints placed at once leave as many ranges in spare.
+	idleBuf []Range
+
 	viaTrap  map[*tracing.Tracepoint]string    // trap tracepoints: why a fast one is a trap ("" for gdb's trace)
 	pending  []*jumpSite                       // unpatching requested while the process could not be patched
 	slots    map[*tracing.Tracepoint]uint32    // each placed tracepoint's table slot, kept when it becomes a trap for a while
@@ -191,7 +208,10 @@ type jumpSite struct {
 	slot    uint32
 	site    Site
 	pad     *jit.JumpPad
-	padAddr uint64            // where the pad's code is
+	padAddr uint64 // where the pad's code is
+	// entry is where the site's jump goes: padAddr, or for a site whose
+	// displacement has forced bytes a jump there to the pad (forcedPlaceLocked).
+	entry   uint64
 	heads   map[uint64]uint64 // covered instruction → its relocated copy
 	puns    []uint64          // int3s at covered instruction heads
 	patched bool
@@ -199,9 +219,12 @@ type jumpSite struct {
 	// stub adds to each frame from the record's time.
 	traceTime bool
 	compact   bool // jit.PadSpec.Compact: 8-byte records in owned lanes
-	// own are the pages mapped for this jump alone (a pad or trampoline
-	// at a forced address: punnedPadAddr), spare once it is removed.
-	own []Range
+	// own is the memory at forced addresses this jump uses (its entry
+	// jump or pad, a trampoline: punnedPadAddr), spare once it is
+	// removed, unless keepOwn: a jump held back by a breakpoint keeps it
+	// for placeAgain.
+	own     []Range
+	keepOwn bool
 }
 
 // padTrap is the role of an int3 inside a pad.
@@ -273,6 +296,7 @@ func (in *Installer) endBatch() {
 	var sites []*jumpSite
 	if in.batches == 0 {
 		sites, in.unmoved = in.unmoved, nil
+		in.mapped, in.pcs = nil, nil
 	}
 	in.mu.Unlock()
 	if len(sites) == 0 {
@@ -572,6 +596,9 @@ func (in *Installer) Remove(tp *tracing.Tracepoint) error {
 	in.mu.Lock()
 	if _, ok := in.viaTrap[tp]; ok {
 		delete(in.viaTrap, tp)
+		if held := in.heldBack[tp]; held != nil {
+			in.addSpareLocked(held.own...)
+		}
 		delete(in.heldBack, tp)
 		in.mu.Unlock()
 		return in.traps.Remove(tp)
@@ -643,10 +670,12 @@ func (in *Installer) unpatch(s *jumpSite) error {
 			return fmt.Errorf("fast tracepoint %d at %#x: removing the jump to the pad at %#x: %w", s.tp.Num, s.tp.Addr, s.site.Slot, err)
 		}
 	}
-	in.mu.Lock()
-	in.spare = append(in.spare, s.own...)
-	in.mu.Unlock()
-	s.own = nil
+	if !s.keepOwn {
+		in.mu.Lock()
+		in.addSpareLocked(s.own...)
+		in.mu.Unlock()
+		s.own = nil
+	}
 	return nil
 }
 
@@ -790,7 +819,7 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 		return fmt.Errorf("building the pad: %w", err)
 	}
 	padLen := align16(uint64(len(probe.Code)))
-	site, base, size, own, err := in.placeLocked(cands, func(s Site) uint64 { return padLen + 16*uint64(len(s.Insns)+1) + 64 })
+	site, entry, base, size, own, err := in.placeLocked(cands, func(s Site) uint64 { return padLen + 16*uint64(len(s.Insns)+1) + 64 })
 	if err != nil {
 		return err
 	}
@@ -819,6 +848,11 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	if err := in.proc.WriteMemory(base, img); err != nil {
 		return fmt.Errorf("writing the pad: %w", err)
 	}
+	if entry != base {
+		if err := in.proc.WriteMemory(entry, jumpBytes(entry, base)); err != nil {
+			return fmt.Errorf("writing the jump to the pad: %w", err)
+		}
+	}
 	if err := in.writeTrampoline(site); err != nil {
 		return err
 	}
@@ -837,7 +871,7 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 		in.faults[f.PC] = f.Recover
 	}
 	in.faultsMu.Unlock()
-	s := &jumpSite{tp: tp, slot: slot, site: site, pad: pad, padAddr: spec.Addr, heads: heads, traceTime: acts.traceTime,
+	s := &jumpSite{tp: tp, slot: slot, site: site, pad: pad, padAddr: spec.Addr, entry: entry, heads: heads, traceTime: acts.traceTime,
 		compact: spec.Compact, own: own}
 
 	// Threads stopped inside the covered bytes (not at their start) go to
@@ -848,7 +882,7 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 			return err
 		}
 	}
-	if err := in.writeJump(site, base); err != nil {
+	if err := in.writeJump(site, entry); err != nil {
 		return err
 	}
 	s.patched = true
@@ -928,35 +962,29 @@ func (in *Installer) writeTrampoline(site Site) error {
 // placeLocked takes the first candidate (SiteCandidates) that gets pad
 // memory, sizeFor(site) bytes: a plain jump's pad goes to an arena near
 // the code; a jump whose displacement must have given bytes (int3 puns,
-// kept successor bytes) gets memory of its own at an address that gives
-// them. Candidates after the first are skipped when their bytes hold a
-// breakpoint, a trap or another jump. The error is the first
+// kept successor bytes) goes to a jump at an address that gives them
+// (forcedPlaceLocked). Candidates after the first are skipped when their
+// bytes hold a breakpoint, a trap or another jump. It returns the site,
+// where its jump goes (entry), the pad's address and size, and the
+// memory at forced addresses it took; the error is the first
 // candidate's.
-func (in *Installer) placeLocked(cands []Site, sizeFor func(Site) uint64) (Site, uint64, uint64, []Range, error) {
+func (in *Installer) placeLocked(cands []Site, sizeFor func(Site) uint64) (site Site, entry, base, size uint64, own []Range, err error) {
 	var first error
 	for i, c := range cands {
 		if (i > 0 || c.Slot != 0) && in.conflictLocked(c) {
 			continue
 		}
-		var base uint64
-		var own []Range
-		var err error
 		if len(c.Forced) == 0 {
 			base, err = in.arenaSpaceLocked(c.Addr, sizeFor(c))
 			if err == nil && c.Host != nil {
 				c.Tramp, err = in.arenaSpaceLocked(c.Host.Addr, TrampolineSize)
 			}
+			entry = base
 		} else {
-			base, c.Tramp, err = in.punnedPadAddr(c, sizeFor(c))
-			if err == nil {
-				own = append(own, pagesOf(base, sizeFor(c)))
-				if c.Tramp != 0 {
-					own = append(own, pagesOf(c.Tramp, TrampolineSize))
-				}
-			}
+			entry, base, own, err = in.forcedPlaceLocked(&c, sizeFor(c))
 		}
 		if err == nil {
-			return c, base, sizeFor(c), own, nil
+			return c, entry, base, sizeFor(c), own, nil
 		}
 		if first == nil {
 			first = err
@@ -965,7 +993,58 @@ func (in *Installer) placeLocked(cands []Site, sizeFor func(Site) uint64) (Site,
 	if first == nil {
 		first = errors.New("another tracepoint, a breakpoint or a trap holds the bytes of every shape")
 	}
-	return Site{}, 0, 0, nil, first
+	return Site{}, 0, 0, 0, nil, first
+}
+
+// forcedPlaceLocked places the pad (size bytes) of site c, whose jump
+// displacement has forced bytes: a JumpLen-byte jump at an address with
+// those bytes leads to the pad in an arena, so that sites a few bytes
+// apart, whose forced addresses are as close, do not compete for the
+// room of whole pads (their jumps share pages, a mapping each saved).
+// Where no arena space is within reach of that jump, the whole pad goes
+// to the forced address. It fills in c.Tramp for a site with a
+// trampoline and returns the jump's target, the pad's address and the
+// memory at forced addresses taken.
+func (in *Installer) forcedPlaceLocked(c *Site, size uint64) (entry, base uint64, own []Range, err error) {
+	entry, tramp, err := in.punnedPadAddr(*c, JumpLen)
+	if err == nil {
+		own = []Range{{entry, entry + JumpLen}}
+		if tramp != 0 {
+			own = append(own, Range{tramp, tramp + TrampolineSize})
+		}
+		base, err = in.arenaSpaceLocked(c.Addr, size)
+		if err == nil && reaches(entry+JumpLen, base) {
+			c.Tramp = tramp
+			return entry, base, own, nil
+		}
+		if err == nil {
+			in.unreserveArenaLocked(base, size)
+		}
+		in.addSpareLocked(own...)
+	}
+	base, c.Tramp, err = in.punnedPadAddr(*c, size)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	own = []Range{{base, base + size}}
+	if c.Tramp != 0 {
+		own = append(own, Range{c.Tramp, c.Tramp + TrampolineSize})
+	}
+	return base, base, own, nil
+}
+
+// reaches reports whether a rel32 jump or call ending at from reaches to.
+func reaches(from, to uint64) bool {
+	d := int64(to - from)
+	return d == int64(int32(d))
+}
+
+// jumpBytes is a jmp rel32 at at to target.
+func jumpBytes(at, target uint64) []byte {
+	b := make([]byte, JumpLen)
+	b[0] = 0xe9
+	binary.LittleEndian.PutUint32(b[1:], uint32(target-(at+JumpLen)))
+	return b
 }
 
 // ensureCtlLocked maps the shared control block and lanes on first use
@@ -1001,6 +1080,9 @@ func (in *Installer) arenaSpaceLocked(addr, size uint64) (uint64, error) {
 		}
 		a = &arena{base: base}
 		in.arenas[window] = a
+		if in.mapped != nil {
+			in.mapped = append(in.mapped, Range{base, base + arenaSize})
+		}
 		in.areas = append(in.areas, Range{base, base + arenaSize})
 	}
 	p := a.base + a.used
@@ -1011,15 +1093,22 @@ func (in *Installer) arenaSpaceLocked(addr, size uint64) (uint64, error) {
 	return p, nil
 }
 
+// unreserveArenaLocked gives back the space arenaSpaceLocked just
+// returned at p (nothing was reserved after it).
+func (in *Installer) unreserveArenaLocked(p, size uint64) {
+	for _, a := range in.arenas {
+		if a.base+a.used == p+align16(size) {
+			a.used -= align16(size)
+			return
+		}
+	}
+}
+
 // punnedPadAddr maps size bytes at the pad address nearest to the site
 // whose jump displacement has the site's forced bytes, and for an
 // evicting site TrampolineSize bytes for its trampoline (FindPadAddrs).
 func (in *Installer) punnedPadAddr(site Site, size uint64) (pad, tramp uint64, err error) {
-	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", in.proc.Pid()))
-	if err != nil {
-		return 0, 0, fmt.Errorf("reading the memory map: %w", err)
-	}
-	mapped, err := ParseMaps(maps)
+	mapped, err := in.memoryMapLocked()
 	if err != nil {
 		return 0, 0, err
 	}
@@ -1031,7 +1120,9 @@ func (in *Installer) punnedPadAddr(site Site, size uint64) (pad, tramp uint64, e
 			return 0, 0, err
 		}
 		if err := in.mapPadLocked(p, size, spare); err != nil {
-			// Mapped meanwhile (maps was stale): leave that range out.
+			// Mapped meanwhile (maps was stale): leave that range out,
+			// and read the map again next time.
+			in.mapped = nil
 			mapped = append(mapped, pagesOf(p, size))
 			free = withSpare(FreeRanges(mapped, minMapAddr, maxUserAddr), spare)
 			continue
@@ -1040,8 +1131,10 @@ func (in *Installer) punnedPadAddr(site Site, size uint64) (pad, tramp uint64, e
 			return p, 0, nil
 		}
 		if err := in.mapPadLocked(t, TrampolineSize, spare); err != nil {
-			// The pad's page stays ours (never unmapped): leave both out.
-			in.spare = append(in.spare, pagesOf(p, size))
+			// The pad's memory stays ours (never unmapped): leave both
+			// out, and read the map again next time.
+			in.addSpareLocked(Range{p, p + size})
+			in.mapped = nil
 			mapped = append(mapped, pagesOf(p, size), pagesOf(t, TrampolineSize))
 			free = withSpare(FreeRanges(mapped, minMapAddr, maxUserAddr), spare)
 			continue
@@ -1051,16 +1144,45 @@ func (in *Installer) punnedPadAddr(site Site, size uint64) (pad, tramp uint64, e
 	return 0, 0, errors.New("could not map a pad at a matching address")
 }
 
-// mapPadLocked makes [p, p+size) pad memory: pages of in.spare that
-// hold it (idle: listed in spare) are taken back, other pages mapped
-// (AllocateScratchAt).
+// memoryMapLocked returns the process's mapped ranges: from
+// /proc/PID/maps, read once per Batch (in.mapped).
+func (in *Installer) memoryMapLocked() ([]Range, error) {
+	if in.mapped != nil {
+		return slices.Clone(in.mapped), nil
+	}
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", in.proc.Pid()))
+	if err != nil {
+		return nil, fmt.Errorf("reading the memory map: %w", err)
+	}
+	mapped, err := ParseMaps(maps)
+	if err != nil {
+		return nil, err
+	}
+	if in.batches > 0 {
+		in.mapped = slices.Clone(mapped)
+	}
+	return mapped, nil
+}
+
+// mapPadLocked makes [p, p+size) pad memory: a range of in.spare that
+// holds it (idle: listed in spare) gives it up, or its pages are mapped
+// (AllocateScratchAt) and the rest of them go to in.spare.
 func (in *Installer) mapPadLocked(p, size uint64, spare []Range) error {
 	r := Range{p, p + size}
-	if i := slices.IndexFunc(in.spare, func(s Range) bool { return s.Start <= r.Start && r.End <= s.End }); i >= 0 &&
-		slices.Contains(spare, in.spare[i]) {
+	holds := func(s Range) bool { return s.Start <= r.Start && r.End <= s.End }
+	if i := slices.IndexFunc(in.spare, holds); i >= 0 && slices.ContainsFunc(spare, holds) {
+		s := in.spare[i]
 		in.spare = slices.Delete(in.spare, i, i+1)
-	} else if err := in.proc.AllocateScratchAt(p, int(size)); err != nil {
-		return err
+		in.addSpareLocked(Range{s.Start, r.Start}, Range{r.End, s.End})
+	} else {
+		if err := in.proc.AllocateScratchAt(p, int(size)); err != nil {
+			return err
+		}
+		pages := pagesOf(p, size)
+		if in.mapped != nil {
+			in.mapped = append(in.mapped, pages)
+		}
+		in.addSpareLocked(Range{pages.Start, r.Start}, Range{r.End, pages.End})
 	}
 	if !slices.ContainsFunc(in.areas, func(a Range) bool { return a.Start <= r.Start && r.End <= a.End }) {
 		in.areas = append(in.areas, r)
@@ -1075,28 +1197,66 @@ func (in *Installer) idleSpareLocked() []Range {
 	if len(in.spare) == 0 {
 		return nil
 	}
-	busy := map[Range]bool{}
-	_ = in.proc.RelocatePCs(func(_ int, pc uint64) (uint64, bool) {
-		for _, r := range in.spare {
-			if pc >= r.Start && pc < r.End {
-				busy[r] = true
-			}
-		}
-		return 0, false
-	})
-	var idle []Range
+	pcs := in.threadPCsLocked()
+	idle := in.idleBuf[:0]
+	defer func() { in.idleBuf = idle }()
 	for _, r := range in.spare {
-		if !busy[r] {
+		if !slices.ContainsFunc(pcs, func(pc uint64) bool { return pc >= r.Start && pc < r.End }) {
 			idle = append(idle, r)
 		}
 	}
 	return idle
 }
 
-// withSpare returns free with the spare ranges added, in address order.
+// addSpareLocked adds ranges to in.spare (in address order), merged
+// with their neighbours; empty ranges are left out.
+func (in *Installer) addSpareLocked(rs ...Range) {
+	for _, r := range rs {
+		if r.End <= r.Start {
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(in.spare, r.Start, func(s Range, at uint64) int { return cmp.Compare(s.Start, at) })
+		if i > 0 && in.spare[i-1].End >= r.Start {
+			i--
+			r = Range{in.spare[i].Start, max(in.spare[i].End, r.End)}
+			in.spare = slices.Delete(in.spare, i, i+1)
+		}
+		for i < len(in.spare) && in.spare[i].Start <= r.End {
+			r.End = max(r.End, in.spare[i].End)
+			in.spare = slices.Delete(in.spare, i, i+1)
+		}
+		in.spare = slices.Insert(in.spare, i, r)
+	}
+}
+
+// threadPCsLocked returns the pcs of the process's threads (read once
+// per Batch: in.pcs).
+func (in *Installer) threadPCsLocked() []uint64 {
+	if in.pcs != nil {
+		return in.pcs
+	}
+	pcs := []uint64{}
+	_ = in.proc.RelocatePCs(func(_ int, pc uint64) (uint64, bool) {
+		pcs = append(pcs, pc)
+		return 0, false
+	})
+	if in.batches > 0 {
+		in.pcs = pcs
+	}
+	return pcs
+}
+
+// withSpare returns free with the spare ranges added, in address order
+// (both are in address order).
 func withSpare(free, spare []Range) []Range {
-	out := append(slices.Clone(free), spare...)
-	slices.SortFunc(out, func(a, b Range) int { return cmp.Compare(a.Start, b.Start) })
+	out := make([]Range, 0, len(free)+len(spare))
+	for len(free) > 0 || len(spare) > 0 {
+		if len(spare) == 0 || (len(free) > 0 && free[0].Start < spare[0].Start) {
+			out, free = append(out, free[0]), free[1:]
+		} else {
+			out, spare = append(out, spare[0]), spare[1:]
+		}
+	}
 	return out
 }
 

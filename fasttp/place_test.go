@@ -315,3 +315,39 @@ func TestFindPadAddrOwnProcess(t *testing.T) {
 		checkPad(t, s, free, 4096, p)
 	}
 }
+
+// TestAddSpare checks that spare memory stays in address order with
+// touching or overlapping ranges merged, and that withSpare interleaves
+// it with free ranges in address order.
+func TestAddSpare(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		have, add []Range
+		want      []Range
+	}{
+		{"into empty", nil, []Range{{0x100, 0x105}}, []Range{{0x100, 0x105}}},
+		{"empty range left out", nil, []Range{{0x100, 0x100}, {0x200, 0x1ff}}, nil},
+		{"before and after", []Range{{0x200, 0x210}}, []Range{{0x300, 0x310}, {0x100, 0x110}},
+			[]Range{{0x100, 0x110}, {0x200, 0x210}, {0x300, 0x310}}},
+		{"touching the previous", []Range{{0x100, 0x110}}, []Range{{0x110, 0x120}}, []Range{{0x100, 0x120}}},
+		{"touching the next", []Range{{0x110, 0x120}}, []Range{{0x100, 0x110}}, []Range{{0x100, 0x120}}},
+		{"filling a gap", []Range{{0x100, 0x110}, {0x120, 0x130}}, []Range{{0x110, 0x120}}, []Range{{0x100, 0x130}}},
+		{"covering several", []Range{{0x100, 0x110}, {0x120, 0x130}, {0x140, 0x150}, {0x200, 0x210}},
+			[]Range{{0x108, 0x148}}, []Range{{0x100, 0x150}, {0x200, 0x210}}},
+		{"inside one", []Range{{0x100, 0x200}}, []Range{{0x120, 0x130}}, []Range{{0x100, 0x200}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := &Installer{spare: slices.Clone(c.have)}
+			in.addSpareLocked(c.add...)
+			if !slices.Equal(in.spare, c.want) {
+				t.Errorf("spare %v, want %v", in.spare, c.want)
+			}
+		})
+	}
+	free := []Range{{0x1000, 0x2000}, {0x5000, 0x6000}}
+	spare := []Range{{0x100, 0x200}, {0x3000, 0x3005}, {0x7000, 0x7010}}
+	want := []Range{{0x100, 0x200}, {0x1000, 0x2000}, {0x3000, 0x3005}, {0x5000, 0x6000}, {0x7000, 0x7010}}
+	if got := withSpare(free, spare); !slices.Equal(got, want) {
+		t.Errorf("withSpare %v, want %v", got, want)
+	}
+}

@@ -104,6 +104,9 @@ func (in *Installer) placement(tp *tracing.Tracepoint) string {
 		if e := s.site.Evicted; e != nil {
 			heads += fmt.Sprintf(", the next instruction at %#x jumps to a trampoline at %#x", e.Addr, s.site.Tramp)
 		}
+		if s.entry != s.padAddr {
+			heads += fmt.Sprintf(", reached through a jump at %#x", s.entry)
+		}
 		if s.site.Dead > 0 {
 			heads += fmt.Sprintf(", %d bytes of padding", s.site.Dead)
 		}

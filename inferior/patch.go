@@ -120,14 +120,7 @@ func (p *Process) insertPatch(addr uint64, code []byte) error {
 			out[i] = breakpointInsn
 		}
 	}
-	if n > 1 {
-		if err := p.writeRaw(addr+1, out[1:]); err != nil {
-			return fmt.Errorf("patch at %#x: %w", addr, err)
-		}
-	}
-	if err := p.writeRaw(addr, out[:1]); err != nil {
-		// Put the tail back: nothing of the patch may stay.
-		_ = p.writeRaw(addr+1, raw[1:])
+	if err := p.writePatchBytes(addr, out, raw); err != nil {
 		return fmt.Errorf("patch at %#x: %w", addr, err)
 	}
 	for _, bp := range bps {
@@ -135,6 +128,25 @@ func (p *Process) insertPatch(addr uint64, code []byte) error {
 		p.guardTrap(bp.addr, bp.orig)
 	}
 	p.patches.add(c)
+	return nil
+}
+
+// writePatchBytes writes a patch's bytes over raw, the memory's: in one
+// write when no thread runs, else the tail first and the first byte
+// last, so that a running thread meets either the old first instruction
+// or the whole patch.
+func (p *Process) writePatchBytes(addr uint64, out, raw []byte) error {
+	if !p.anyRunning() || len(out) == 1 {
+		return p.writeRaw(addr, out)
+	}
+	if err := p.writeRaw(addr+1, out[1:]); err != nil {
+		return err
+	}
+	if err := p.writeRaw(addr, out[:1]); err != nil {
+		// Put the tail back: nothing of the patch may stay.
+		_ = p.writeRaw(addr+1, raw[1:])
+		return err
+	}
 	return nil
 }
 
