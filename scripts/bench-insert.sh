@@ -9,13 +9,18 @@
 #   IPA=/usr/lib/libinproctrace.so   gdbserver's agent, preloaded into
 #            the program under both stubs (gdbserver needs it for ftrace)
 #   STUBS="bin/gotpstub /usr/bin/gdbserver" (when set, nothing is built)
+#   SITES=nop5   the functions' first instruction: nop5, a 5-byte nop
+#            (the instruction length gdbserver's agent needs), or entry,
+#            the common entry push %rbx; mov %rdi,%rbx (and pop %rbx), 1
+#            byte then 3: only gotpstub takes fast tracepoints there (a
+#            jump that keeps the mov's bytes, whose displacement they fix);
+#            gdb refuses them for gdbserver ("need at least 5" bytes)
 #
-# The program (generated: 1000 small functions, each a 5-byte nop (the
-# instruction length gdbserver's agent needs) and an addition to a
-# global, called once each from main; built -O2 non-PIE, as gdbserver's
+# The program (generated: 1000 small functions, each SITES's first
+# instruction(s) and an addition to a global, called once each from main; built -O2 non-PIE, as gdbserver's
 # agent wants its pads in the low 2 GB) stops at ready(); gdb defines
 # COUNT fast tracepoints, one at each of the first COUNT functions' entry
-# (ftrace tpfnN: without debug information, the 5-byte nop at its entry),
+# (ftrace tpfnN: without debug information, the function's first byte),
 # then times `tstart` (gdb's download of the definitions and the stub's
 # installation together, measured in gdb with Python's clock) and runs
 # one round of calls, checking the frame count (COUNT) and the program's
@@ -49,6 +54,11 @@ if [ -z "${STUBS:-}" ]; then
 fi
 
 nfunc=1000
+case "${SITES:-nop5}" in
+nop5) entry='.byte 0x0f,0x1f,0x44,0,0' ;;
+entry) entry='push %%rbx\\nmov %%rdi,%%rbx\\npop %%rbx' ;;
+*) fail "SITES=$SITES: want nop5 or entry" ;;
+esac
 prog=$work/many
 {
 	echo '#include <stdio.h>'
@@ -57,7 +67,7 @@ prog=$work/many
 		# In assembly, so that the 5-byte nop gdbserver's agent needs
 		# (it wants 5 bytes of instruction at a fast tracepoint) is
 		# surely the first instruction.
-		printf '__asm__(".text\\n.globl tpfn%d\\n.type tpfn%d,@function\\ntpfn%d:\\n.byte 0x0f,0x1f,0x44,0,0\\nimulq $%d,%%rdi,%%rax\\naddq %%rax,sink(%%rip)\\nret\\n.size tpfn%d,.-tpfn%d\\n");\n' "$i" "$i" "$i" "$((i + 1))" "$i" "$i"
+		printf '__asm__(".text\\n.globl tpfn%d\\n.type tpfn%d,@function\\ntpfn%d:\\n'"$entry"'\\nimulq $%d,%%rdi,%%rax\\naddq %%rax,sink(%%rip)\\nret\\n.size tpfn%d,.-tpfn%d\\n");\n' "$i" "$i" "$i" "$((i + 1))" "$i" "$i"
 		echo "void tpfn$i(long);"
 	done
 	printf 'void (*fns[])(long) = {'
