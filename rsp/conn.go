@@ -142,8 +142,11 @@ func (c *Conn) logf(format string, args ...any) {
 	}
 }
 
-// printable renders b for the log, escaping non-printable bytes.
-func printable(b []byte) string {
+// printable renders b for the log, escaping non-printable bytes, when
+// the log formats it (String): a Conn without a log never renders it.
+type printable []byte
+
+func (b printable) String() string {
 	var sb strings.Builder
 	for _, ch := range b {
 		switch {
