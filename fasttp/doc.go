@@ -25,8 +25,14 @@
 // ±2 GB for a displacement with those byte values, exactly, not by scanning),
 // and each such head gets an internal trap. A thread that jumps to one from
 // elsewhere traps; the hook moves it to the relocated copy of that
-// instruction. Pads without puns share arenas near their code; punned pads
-// get their own pages at the computed address.
+// instruction. Pads share arenas near their code. A jump whose displacement
+// has forced bytes (puns, kept successor bytes, eviction) goes to a 5-byte
+// `jmp rel32` at an address with those bytes, which leads to the pad
+// (forcedPlaceLocked): sites a few bytes apart have forced addresses as
+// close, and 1,000 function entries 17 bytes apart all get a jump
+// (e2e TestFastTraceDenseEntries), where pads of a kilobyte at those
+// addresses left 985 of 1,000 traps. Only when no arena space is within
+// reach of that jump does the whole pad go to the forced address.
 //
 // SiteCandidates (plan.go) lists the shapes to try, cheapest first: a plain
 // jump when the first instruction has 5 bytes or more; otherwise first
@@ -79,14 +85,21 @@
 // forced bytes to lower rel32 bytes. A covered head never falls on a
 // prefix or the opcode (a thread arriving there would enter the jump).
 // Pads and their memory are never unmapped: a thread may still be inside
-// one after its tracepoint goes. The pages mapped at a forced address for
-// a removed jump's pad or trampoline are kept apart (Installer.spare) and
-// given back when the same site, or another whose forced bytes allow
-// them, is placed again with no thread's pc in them: a
-// successor-preserving jump that keeps four bytes has exactly one pad
-// address, taken for good by the first tstart before this, so every later
-// tstart made that tracepoint a trap (e2e
-// TestFastTraceStressEightThreads: 1,000 tstart/tstop cycles).
+// one after its tracepoint goes. Memory mapped at forced addresses that
+// nothing uses (Installer.spare, byte ranges: the rest of each page
+// mapped for an entry jump or trampoline, and those of removed jumps) is
+// given to the next site whose forced bytes allow it, when no thread's
+// pc lies in it: entry jumps share pages (one injected mmap saved each),
+// and a successor-preserving jump that keeps four bytes, which has
+// exactly one address, gets it again at the next tstart (every later
+// tstart made it a trap before: e2e TestFastTraceStressEightThreads,
+// 1,000 tstart/tstop cycles). A jump held back by a gdb breakpoint keeps
+// its memory for when it goes back in.
+//
+// Installing in a Batch (tstart): the memory map (/proc/PID/maps) and the
+// threads' pcs are read once, threads stopped inside new jumps' covered
+// bytes are moved to the relocated copies once at its end, and with no
+// thread running a patch is written in one write.
 //
 // --ftrace-shapes (SetShapes, Site.Shape) restricts the shapes used.
 //
