@@ -77,11 +77,11 @@ var ErrPatchOverlap = errors.New("inferior: code patches overlap")
 // in memory and saves the patch's byte instead of the original one.
 // Patches must not overlap (ErrPatchOverlap).
 //
-// The bytes after the first are written before the first one, so that a
-// thread running through addr meanwhile would meet either the old first
-// instruction byte or the complete patch, never a jump with half its
-// displacement. In all-stop every thread is stopped while gdb installs
-// tracepoints anyway; the order is a second line of defence.
+// With every thread stopped (all-stop: gdb installs tracepoints then)
+// the patch is written in one write; otherwise the bytes after the first
+// go before the first one, so that a thread running through addr
+// meanwhile meets either the old first instruction byte or the complete
+// patch, never a jump with half its displacement (writePatchBytes).
 func (p *Process) InsertPatch(addr uint64, code []byte) error {
 	return p.do(func() error { return p.insertPatch(addr, code) })
 }
