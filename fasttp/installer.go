@@ -2,7 +2,6 @@ package fasttp
 
 import (
 	"cmp"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -299,6 +298,9 @@ func (in *Installer) endBatch() {
 		in.mapped, in.pcs = nil, nil
 	}
 	in.mu.Unlock()
+	// Jumps taken out again within the Batch (another tracepoint shares
+	// their bytes) have their instructions back: nothing to move.
+	sites = slices.DeleteFunc(sites, func(s *jumpSite) bool { return !s.patched })
 	if len(sites) == 0 {
 		return
 	}
@@ -308,9 +310,6 @@ func (in *Installer) endBatch() {
 	}
 	in.logf("fast tracepoints: %v", err)
 	for _, s := range sites {
-		if !s.patched {
-			continue
-		}
 		if err := in.convertToTrapFor(s, err.Error()); err != nil {
 			in.logf("fast tracepoints: %v", err)
 		}
@@ -323,7 +322,7 @@ func (in *Installer) endBatch() {
 func (in *Installer) moveThreadsOut(sites []*jumpSite) error {
 	err := in.proc.RelocatePCs(func(_ int, pc uint64) (uint64, bool) {
 		for _, s := range sites {
-			if s.patched && pc > s.tp.Addr && pc < s.tp.Addr+uint64(s.site.Covered) {
+			if pc > s.tp.Addr && pc < s.tp.Addr+uint64(s.site.Covered) {
 				to, ok := s.heads[pc]
 				return to, ok
 			}
@@ -849,7 +848,11 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 		return fmt.Errorf("writing the pad: %w", err)
 	}
 	if entry != base {
-		if err := in.proc.WriteMemory(entry, jumpBytes(entry, base)); err != nil {
+		jmp, err := appendJmpRel32(nil, entry, base)
+		if err == nil {
+			err = in.proc.WriteMemory(entry, jmp)
+		}
+		if err != nil {
 			return fmt.Errorf("writing the jump to the pad: %w", err)
 		}
 	}
@@ -878,7 +881,7 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	// the relocated copies (in a Batch, when it ends); then the jump goes
 	// in.
 	if in.batches == 0 {
-		if err := in.moveThreadsOut([]*jumpSite{{tp: tp, site: site, heads: heads, patched: true}}); err != nil {
+		if err := in.moveThreadsOut([]*jumpSite{s}); err != nil {
 			return err
 		}
 	}
@@ -1013,11 +1016,11 @@ func (in *Installer) forcedPlaceLocked(c *Site, size uint64) (entry, base uint64
 			own = append(own, Range{tramp, tramp + TrampolineSize})
 		}
 		base, err = in.arenaSpaceLocked(c.Addr, size)
-		if err == nil && reaches(entry+JumpLen, base) {
-			c.Tramp = tramp
-			return entry, base, own, nil
-		}
 		if err == nil {
+			if _, err = rel32(entry+JumpLen, base); err == nil {
+				c.Tramp = tramp
+				return entry, base, own, nil
+			}
 			in.unreserveArenaLocked(base, size)
 		}
 		in.addSpareLocked(own...)
@@ -1031,20 +1034,6 @@ func (in *Installer) forcedPlaceLocked(c *Site, size uint64) (entry, base uint64
 		own = append(own, Range{c.Tramp, c.Tramp + TrampolineSize})
 	}
 	return base, base, own, nil
-}
-
-// reaches reports whether a rel32 jump or call ending at from reaches to.
-func reaches(from, to uint64) bool {
-	d := int64(to - from)
-	return d == int64(int32(d))
-}
-
-// jumpBytes is a jmp rel32 at at to target.
-func jumpBytes(at, target uint64) []byte {
-	b := make([]byte, JumpLen)
-	b[0] = 0xe9
-	binary.LittleEndian.PutUint32(b[1:], uint32(target-(at+JumpLen)))
-	return b
 }
 
 // ensureCtlLocked maps the shared control block and lanes on first use
