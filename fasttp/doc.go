@@ -64,7 +64,7 @@
 // bytes after that jump hold the slot. Then the successor eviction
 // (EvictSite, E9Patch's tactic too): when the next instruction takes a
 // plain jump of its own (or else a successor-preserving one), it gets
-// one, to a trampoline (TrampolineSize bytes of its own page)
+// one, to a trampoline (TrampolineSize bytes at a forced address, on a page other than its pad's)
 // that runs it relocated and jumps back after it, and the first
 // instruction's jump is written over the first bytes of that second
 // jump — its displacement ends with 0xe9 and the second jump's low
