@@ -205,17 +205,21 @@
 // stopped, the stub claims a lane for each thread in the owner table and
 // has the process map those lanes' pages (an injected madvise
 // MADV_POPULATE_WRITE, 128 MiB at most): a page first touched in a pad
-// would cost the program a page fault (1-2.5 µs here). Threads created
-// later claim lanes themselves; the drainer allocates the pages 8 MiB
-// ahead of their writes, 256 KiB at a time, and has the process map each
-// step at once (a process_vm_readv of a byte every 64 KiB: the read
-// faults map the neighbouring pages too, writable). A new thread's
-// 400,000 no-action hits took ~3,100 page faults, now ~200. What the
-// stub cannot take off the program is the first access to each page
-// itself, which on a PVM guest (shadow page tables) costs the process
-// about 5.4 µs however the page was prepared; only the process's own
-// threads can pay it (bench/firsttouch.c), so a lane's first lap costs
-// the writer about 1.3 ns per byte there.
+// would cost the program a page fault (1-3.5 µs on the VMs measured).
+// Threads created later claim lanes themselves; at each look the drainer
+// allocates the pages ahead of each lane's head — four times what the
+// lane's pads wrote since the last look, 256 KiB to 8 MiB, 256 KiB at a
+// time — and has the process map each step at once (a process_vm_readv of
+// a byte every 64 KiB: the read faults map the neighbouring pages too,
+// writable). A new thread's 400,000 no-action hits took ~3,100 page
+// faults, now ~200. That costs the stub about 4 µs a page, more than the
+// program's own fault: worth it while a CPU is free for the stub, a loss
+// when the program's threads keep every CPU busy. So when as many lanes
+// were written since the last look as the stub has CPUs, the drainer
+// allocates nothing and the pads fault their pages in (lanes.populate).
+// On a PVM guest (shadow page tables) the first access to each page costs
+// the process about 5.4 µs however the page was prepared; only the
+// process's own threads can pay that (bench/firsttouch.c).
 //
 // # Static tracepoints
 //

@@ -216,10 +216,22 @@ func TestPopulateAhead(t *testing.T) {
 	if got, want := resident(l.data(3)), spareHead/4096; got != want {
 		t.Fatalf("%d pages of an unused lane populated, want %d", got, want)
 	}
-	l.populateAhead(3, 100)
-	want := int(min(laneSize, (100+populateBytes+4095)&^4095) / 4096)
-	if got := resident(l.data(3)); got != want {
-		t.Errorf("%d pages populated after the first records, want %d", got, want)
+	// Ahead of the head: populateRate times what the pads wrote since
+	// the last look, at least populateMin, at most populateBytes.
+	steps := []struct {
+		head  uint64
+		pages int
+	}{
+		{100, (populateMin + 4096) / 4096},               // a little written: the least
+		{1 << 20, (1<<20 + populateRate*(1<<20)) / 4096}, // about 1 MiB since: 4 MiB ahead
+		{2 << 20, (2<<20 + populateRate*(1<<20)) / 4096}, // 1 MiB since: 4 MiB ahead
+		{12 << 20, (12<<20 + populateBytes) / 4096},      // 10 MiB since: the most
+	}
+	for _, s := range steps {
+		l.populateAhead(3, s.head)
+		if got := resident(l.data(3)); got != s.pages {
+			t.Errorf("head %d: %d pages populated, want %d", s.head, got, s.pages)
+		}
 	}
 	if got := resident(l.data(4)); got != 0 {
 		t.Errorf("%d pages of lane 4 populated", got)
@@ -227,6 +239,22 @@ func TestPopulateAhead(t *testing.T) {
 	l.populateAhead(3, laneSize+10) // a lap done
 	if l.populated[3] != laneSize {
 		t.Errorf("populated %d after a lap", l.populated[3])
+	}
+
+	// As many lanes written since the last look as the stub has CPUs:
+	// the program's threads take every CPU, and fault their pages in
+	// themselves.
+	l.cpus = 2
+	heads := make([]uint64, n)
+	heads[5], heads[6] = 100, 100
+	l.populate(heads)
+	if got := resident(l.data(5)) + resident(l.data(6)); got != 0 {
+		t.Errorf("%d pages populated for two writers on two CPUs, want 0", got)
+	}
+	heads[5] = 200 // one writer now
+	l.populate(heads)
+	if got, want := resident(l.data(5)), (200+populateMin+4095)/4096; got != want {
+		t.Errorf("%d pages populated for one writer on two CPUs, want %d", got, want)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"os"
+	"runtime"
 	"sync/atomic"
 	"unsafe"
 
@@ -43,7 +44,16 @@ type lanes struct {
 	// mapped is, per lane, how many bytes from its start the process has
 	// mapped already (prefault, mapInProcess): its writes there take no
 	// page fault.
-	mapped  []uint64
+	mapped []uint64
+	// seen is, per lane, its head at the stub's last look
+	// (populateAhead): how far the pads wrote between two looks sets how
+	// far ahead the stub allocates.
+	seen  []uint64
+	heads []uint64 // readHeads' result
+	// cpus is how many CPUs the stub may run on: when as many lanes'
+	// pads are writing, the program's threads keep every CPU busy and
+	// populate leaves the pages to them.
+	cpus    int
 	pid     int // the process, for mapInProcess (0: none, unit tests)
 	scratch [][]RingRecord
 	// next is, per lane, the tail after the records of the last drain,
@@ -54,7 +64,8 @@ type lanes struct {
 // newLanes returns the stub's view of n lanes of laneSize bytes in mem.
 func newLanes(mem *inferior.SharedMemory, laneSize uint64, n int) *lanes {
 	return &lanes{mem: mem, laneSize: laneSize, tails: make([]uint64, n), next: make([]uint64, n),
-		scratch: make([][]RingRecord, n), populated: make([]uint64, n), mapped: make([]uint64, n)}
+		scratch: make([][]RingRecord, n), populated: make([]uint64, n), mapped: make([]uint64, n), seen: make([]uint64, n),
+		heads: make([]uint64, n), cpus: runtime.NumCPU()}
 }
 
 // ctl returns the control block.
@@ -161,7 +172,7 @@ func (l *lanes) reset() {
 		store64(c, h+jit.LaneTail, 0)
 		store64(c, h+jit.LaneDropped, 0)
 		store64(c, h+jit.LaneSpent, 0)
-		l.tails[i], l.next[i] = 0, 0
+		l.tails[i], l.next[i], l.seen[i] = 0, 0, 0
 	}
 	// Pages stay allocated: populated stays as it is.
 	store64(c, jit.CtlStop, 0)
@@ -197,13 +208,11 @@ const maxDrainBatch = 2048
 // returned lost bytes.
 func (l *lanes) drain(out []*RingRecord, quiescent bool) (_ []*RingRecord, lost uint64, more bool, _ error) {
 	l.release()
-	c := l.ctl()
 	var firstErr error
 	budget := maxDrainBatch
-	for i := range l.tails {
-		h := laneHdr(i)
-		head := load64(c, h+jit.LaneHead)
-		l.populateAhead(i, head)
+	heads := l.readHeads()
+	l.populate(heads)
+	for i, head := range heads {
 		tail := l.tails[i]
 		if head == tail {
 			l.scratch[i] = l.scratch[i][:0]
@@ -249,14 +258,23 @@ func (l *lanes) owner(i int) uint64 {
 // It also allocates the pages the pads will reach next (populateAhead),
 // whether or not the stub drains now.
 func (l *lanes) backlog() uint64 {
-	c := l.ctl()
+	heads := l.readHeads()
+	l.populate(heads)
 	var most uint64
 	for i, tail := range l.tails {
-		head := load64(c, laneHdr(i)+jit.LaneHead)
-		l.populateAhead(i, head)
-		most = max(most, head-tail)
+		most = max(most, heads[i]-tail)
 	}
 	return most
+}
+
+// readHeads returns every lane's head (jit.LaneHead) as it is now, in a
+// slice the next call reuses.
+func (l *lanes) readHeads() []uint64 {
+	c := l.ctl()
+	for i := range l.heads {
+		l.heads[i] = load64(c, laneHdr(i)+jit.LaneHead)
+	}
+	return l.heads
 }
 
 // spent returns the frame bytes the lanes' records make, all lanes
@@ -283,25 +301,63 @@ func (l *lanes) release() {
 	}
 }
 
-// populateBytes is how far ahead of a lane's head (during its first lap)
-// the stub keeps the lane's pages allocated.
-const populateBytes = 8 << 20
+// populateBytes is the most a lane's pages are allocated ahead of its
+// head (during its first lap), and populateMin the least once the lane
+// is written.
+const (
+	populateBytes = 8 << 20
+	populateMin   = 256 << 10
+)
+
+// populateRate is how many times what the pads wrote into a lane since
+// the stub's last look it allocates ahead of the lane's head: the stub
+// looks again within 500 µs, the pads' rate may have grown meanwhile.
+const populateRate = 4
+
+// populate allocates, for each lane, the pages its pads will reach next
+// (populateAhead), heads being the lanes' heads now — unless the lanes
+// whose heads moved since the last look are as many as the CPUs the
+// stub may use. A shared page first touched by the program costs it a
+// page fault that allocates and zeroes it (2.7-3.8 µs a page on the KVM
+// guest measured last, 6 ns per compact record); allocated and mapped
+// ahead by the stub, it costs the program nothing, and the stub about
+// 4 µs (bench/README.md). That is worth it while a CPU has room for the
+// stub; when the program's writing threads keep every CPU busy the
+// stub's work only takes their CPU from them (two threads on two CPUs
+// paid 1.7-2 times one thread's cost per hit that way), and the pads
+// fault the pages in themselves.
+func (l *lanes) populate(heads []uint64) {
+	writers := 0
+	for i, h := range heads {
+		if h != l.seen[i] {
+			writers++
+		}
+	}
+	busy := writers >= l.cpus
+	for i, h := range heads {
+		if busy {
+			l.seen[i] = h
+			continue
+		}
+		l.populateAhead(i, h)
+	}
+}
 
 // populateAhead allocates the pages of lane i the writer will reach next
 // (madvise MADV_POPULATE_WRITE on the stub's view) and maps them in the
-// process: a shared page first touched by the program costs it an
-// allocation and a zeroing in the page fault, a page already allocated
-// the mapping; the stub pays both on its own CPU instead. What it cannot
-// pay for the program is the first access itself: on the PVM virtual
-// machines this was measured on (shadow page tables), a process's first
-// access to each page of its address space costs about 5.4 µs however
-// the page got there, and only an access by that process (any of its
-// threads) in user mode counts — not the stub's, not the kernel's on
-// the process's behalf (bench/firsttouch.c). A lane in use gets
-// populateBytes ahead of its head, a lane no thread has written yet its
+// process (mapInProcess). On the PVM virtual machines this was first
+// measured on (shadow page tables) a process's first access to each page
+// of its address space cost about 5.4 µs however the page got there,
+// which the stub cannot take off the program (bench/firsttouch.c); the
+// page fault it does take off. A lane no thread has written yet gets its
 // first spareHead bytes (a thread started after tstart claims a lane at
-// its first hit, before the drainer has seen it), a little at a time.
+// its first hit, before the drainer has seen it); a lane in use gets
+// populateRate times what its pads wrote since the last look, between
+// populateMin and populateBytes, ahead of its head, a little at a time:
+// pages allocated and never written are the stub's work for nothing.
 func (l *lanes) populateAhead(i int, head uint64) {
+	grown := head - l.seen[i]
+	l.seen[i] = head
 	if l.populated == nil || l.populated[i] >= l.laneSize {
 		return
 	}
@@ -310,9 +366,9 @@ func (l *lanes) populateAhead(i int, head uint64) {
 		l.populated[i] = l.laneSize
 		return
 	}
-	ahead := uint64(populateBytes)
-	if head == 0 {
-		ahead = spareHead
+	ahead := uint64(spareHead)
+	if head > 0 {
+		ahead = min(max(populateRate*grown, populateMin), populateBytes)
 	}
 	target := min(l.laneSize, (head+ahead+4095)&^4095)
 	// A step at a time, each mapped in the process as soon as it is

@@ -13,9 +13,10 @@ const prefaultBudget = 128 << 20
 // pointer, where the pads' search finds it; entries of threads gone are
 // freed) and has the process map the first startAhead bytes of those
 // lanes (inferior.Populate), up to prefaultBudget in all. The drainer,
-// which looks at the lanes within 500 µs, then keeps populateBytes mapped
-// ahead of each lane's head and gives the lanes no thread owns yet their
-// first spareHead bytes (populateAhead). A page a pad touches first costs
+// which looks at the lanes within 500 µs, then keeps pages mapped ahead
+// of each lane's head and gives the lanes no thread owns yet their first
+// spareHead bytes (lanes.populate), unless the program's writing threads
+// take every CPU. A page a pad touches first costs
 // the program a page fault, 1-2.5 µs here, about 10 ns per hit over a
 // lane's first lap with small records; with the pages mapped the program
 // pays only for the writes. Mapping every lane's first megabyte and whole
