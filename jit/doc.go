@@ -198,8 +198,10 @@
 //
 // BuildJumpPadAMD64(PadSpec) generates the per-tracepoint jump pad a fast
 // tracepoint's jmp rel32 leads to. It depends on its position only through
-// PadSpec.Addr (the rel32 to TailAddr) and embeds the control block's
-// absolute address. A pad never traps: a full lane drops the hit, and a
+// PadSpec.Addr (the rel32s of its jumps to TailAddr, and the absolute
+// addresses of Skip and Faults), so JumpPad.Place moves a built pad
+// without building it again; it embeds the control block's absolute
+// address. A pad never traps: a full lane drops the hit, and a
 // reached passcount or a failure clears CtlActive for the stub to notice.
 // Shared state is the control block (one per process, Ctl* offsets,
 // 8-byte little-endian fields) and the lanes it describes:

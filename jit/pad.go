@@ -1,6 +1,7 @@
 package jit
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"math/bits"
@@ -222,6 +223,38 @@ type JumpPad struct {
 	// resume the thread at Recover, registers otherwise unchanged; a fault
 	// anywhere else in the pad is a bug.
 	Faults []PadFault
+	// at is the address the pad is built for; tailRels are the offsets
+	// in Code of the rel32 fields of its jumps to the tail (Place).
+	at       uint64
+	tailRels []int
+}
+
+// Place moves the pad to addr, with the relocated instructions it ends by
+// jumping to at tail. A pad's code does not depend on its address but for
+// those jumps' rel32 fields, which Place rewrites, and Skip and Faults,
+// which it shifts: built once at any address to learn its size, a pad is
+// placed without being built again. Nothing changes when tail is out of
+// a rel32's reach from addr.
+func (p *JumpPad) Place(addr, tail uint64) error {
+	rels := make([]int32, len(p.tailRels))
+	for i, off := range p.tailRels {
+		rel := int64(tail) - int64(addr+uint64(off)+4)
+		if rel < math.MinInt32 || rel > math.MaxInt32 {
+			return fmt.Errorf("jit: jump pad at %#x: tail %#x out of rel32 range", addr, tail)
+		}
+		rels[i] = int32(rel)
+	}
+	for i, off := range p.tailRels {
+		binary.LittleEndian.PutUint32(p.Code[off:], uint32(rels[i]))
+	}
+	delta := addr - p.at
+	p.Skip += delta
+	for i := range p.Faults {
+		p.Faults[i].PC += delta
+		p.Faults[i].Recover += delta
+	}
+	p.at = addr
+	return nil
 }
 
 // PadFault is a FaultFixup relocated into a jump pad: absolute addresses.
@@ -345,6 +378,8 @@ func BuildJumpPadAMD64(spec PadSpec) (*JumpPad, error) {
 		Code:       b.a.buf,
 		Skip:       spec.Addr + uint64(skip),
 		Faults:     faults,
+		at:         spec.Addr,
+		tailRels:   []int{tailFix, earlyTail},
 	}, nil
 }
 
