@@ -251,6 +251,10 @@ func TestPopulateAhead(t *testing.T) {
 	if got := resident(l.data(5)) + resident(l.data(6)); got != 0 {
 		t.Errorf("%d pages populated for two writers on two CPUs, want 0", got)
 	}
+	l.populate(heads) // the same look again (backlog, then drain): nothing moved since
+	if got := resident(l.data(5)) + resident(l.data(6)); got != 0 {
+		t.Errorf("%d pages populated at a second call in the same look, want 0", got)
+	}
 	heads[5] = 200 // one writer now
 	l.populate(heads)
 	if got, want := resident(l.data(5)), (200+populateMin+4095)/4096; got != want {

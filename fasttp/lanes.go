@@ -54,7 +54,8 @@ type lanes struct {
 	// pads are writing, the program's threads keep every CPU busy and
 	// populate leaves the pages to them.
 	cpus    int
-	pid     int // the process, for mapInProcess (0: none, unit tests)
+	busy    bool // populate's last verdict: the writers took every CPU
+	pid     int  // the process, for mapInProcess (0: none, unit tests)
 	scratch [][]RingRecord
 	// next is, per lane, the tail after the records of the last drain,
 	// published by release once the engine is done with them.
@@ -333,7 +334,12 @@ func (l *lanes) populate(heads []uint64) {
 			writers++
 		}
 	}
-	busy := writers >= l.cpus
+	if writers > 0 {
+		// No lane moved (a second call in the same look, or a program
+		// that paused) keeps the last look's verdict.
+		l.busy = writers >= l.cpus
+	}
+	busy := l.busy
 	for i, h := range heads {
 		if busy {
 			l.seen[i] = h
