@@ -81,7 +81,9 @@ func (in *Installer) drainDue(since time.Duration) bool {
 	if in.bufferFilled(l) {
 		return true
 	}
+	in.drainMu.Lock() // backlog looks at the lanes like a drain (populate)
 	backlog := l.backlog()
+	in.drainMu.Unlock()
 	if backlog == 0 {
 		return false
 	}

@@ -117,7 +117,8 @@ type Installer struct {
 	unmoved []*jumpSite
 
 	// drainMu serialises drains (the drainer goroutine and Sync), so
-	// records reach the engine once and in order.
+	// records reach the engine once and in order, and every look at the
+	// lanes that allocates ahead (lanes.populate: backlog, drain).
 	drainMu sync.Mutex
 	drained []*RingRecord        // drain's buffer, reused
 	hits    []tracing.FastRecord // resolve's buffer, reused
