@@ -256,7 +256,7 @@ func (l *lanes) owner(i int) uint64 {
 
 // backlog returns the most bytes any lane holds that the stub has not
 // consumed (a lane's head less its tail).
-// It also allocates the pages the pads will reach next (populateAhead),
+// It also allocates the pages the pads will reach next (populate),
 // whether or not the stub drains now.
 func (l *lanes) backlog() uint64 {
 	heads := l.readHeads()
