@@ -359,19 +359,13 @@ func BuildJumpPadAMD64(spec PadSpec) (*JumpPad, error) {
 	for _, f := range b.skip {
 		b.a.patch32(f, skip)
 	}
-	rel := int64(spec.TailAddr) - int64(spec.Addr+uint64(tailFix)+4)
-	if rel < math.MinInt32 || rel > math.MaxInt32 {
-		return nil, fmt.Errorf("jit: jump pad at %#x: tail %#x out of rel32 range", spec.Addr, spec.TailAddr)
-	}
-	b.a.patch32(tailFix, int(int64(tailFix)+4+rel))
-	b.a.patch32(earlyTail, int(int64(earlyTail)+4+int64(spec.TailAddr)-int64(spec.Addr+uint64(earlyTail)+4)))
 	exprStack := 0
 	for _, c := range append([]*Code{spec.Cond}, spec.Collect...) {
 		if c != nil {
 			exprStack = max(exprStack, c.StackBytes)
 		}
 	}
-	return &JumpPad{
+	pad := &JumpPad{
 		// Red zone, flags, GPRs, register block, alignment, ctx and
 		// locals, the return address of a call, the deepest expression.
 		StackBytes: padRedZone + 8 + padSaveBytes + padBlockBytes + 15 + CtxSize + padLocals + 8 + exprStack,
@@ -380,7 +374,12 @@ func BuildJumpPadAMD64(spec PadSpec) (*JumpPad, error) {
 		Faults:     faults,
 		at:         spec.Addr,
 		tailRels:   []int{tailFix, earlyTail},
-	}, nil
+	}
+	// The jumps to the tail, as Place writes them for the pad where it is.
+	if err := pad.Place(spec.Addr, spec.TailAddr); err != nil {
+		return nil, err
+	}
+	return pad, nil
 }
 
 // padBufHint is room for the pad of spec without growing the buffer: the
