@@ -16,10 +16,10 @@ const prefaultBudget = 128 << 20
 // which looks at the lanes within 500 µs, then keeps pages mapped ahead
 // of each lane's head and gives the lanes no thread owns yet their first
 // spareHead bytes (lanes.populate), unless the program's writing threads
-// take every CPU. A page a pad touches first costs
-// the program a page fault, 1-2.5 µs here, about 10 ns per hit over a
-// lane's first lap with small records; with the pages mapped the program
-// pays only for the writes. Mapping every lane's first megabyte and whole
+// take every CPU. A page a pad touches first costs the program a page
+// fault, 1-3.8 µs on the VMs measured (bench/README.md), 5-10 ns per hit
+// over a lane's first lap with small records; with the pages mapped the
+// program pays only for the writes. Mapping every lane's first megabyte and whole
 // owned lanes here, as before, made tstart 15-25 ms longer. Failures only
 // cost speed: they are logged.
 func (in *Installer) prefaultLocked() {
