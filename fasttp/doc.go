@@ -97,9 +97,14 @@
 // its memory for when it goes back in.
 //
 // Installing in a Batch (tstart): the memory map (/proc/PID/maps) and the
-// threads' pcs are read once, threads stopped inside new jumps' covered
-// bytes are moved to the relocated copies once at its end, and with no
-// thread running a patch is written in one write.
+// threads' pcs are read once (the map then kept in address order as
+// pages are mapped), the code a page at a time (codecache.go: neighbouring
+// tracepoints share pages; the installer's own writes drop what they
+// touch), threads stopped inside new jumps' covered bytes are moved to
+// the relocated copies once at its end, and with no thread running a
+// patch is written in one write. The drainer only tries the installer's
+// lock (drainDue): waiting for it put the lock in starvation mode, which
+// cost the installing goroutine a yield at every unlock.
 //
 // --ftrace-shapes (SetShapes, Site.Shape) restricts the shapes used.
 //

@@ -67,18 +67,24 @@ func (in *Installer) drainLoop(done <-chan struct{}) {
 }
 
 // drainDue reports whether the drainer should pass now, since the time
-// since its last pass (see the pacing constants).
+// since its last pass (see the pacing constants). It only tries the
+// installer's lock: the installer holds it through each tracepoint's
+// installation, and a look that waited for it would, once it had waited
+// a millisecond, put the mutex in starvation mode, where every Unlock of
+// the installer hands the lock over and yields its CPU (QTStart with
+// 1,000 fast tracepoints lost 10 ms to that). A busy lock means the stub
+// is changing tracepoints: the next look comes within maxIdleSleep.
 func (in *Installer) drainDue(since time.Duration) bool {
-	in.mu.Lock()
+	if !in.mu.TryLock() {
+		return false
+	}
 	l := in.lanes
+	filled := l != nil && in.bufferFilledLocked(l)
 	in.mu.Unlock()
 	if l == nil {
 		return false
 	}
-	if load64(l.ctl(), jit.CtlStop) != 0 {
-		return true
-	}
-	if in.bufferFilled(l) {
+	if filled || load64(l.ctl(), jit.CtlStop) != 0 {
 		return true
 	}
 	in.drainMu.Lock() // backlog looks at the lanes like a drain (populate)
@@ -91,14 +97,19 @@ func (in *Installer) drainDue(since time.Duration) bool {
 	return backlog >= limit || since >= maxDrainDelay
 }
 
-// bufferFilled reports whether the records in the lanes make more frame
-// bytes than a linear trace buffer takes in this run; the first time, it
-// switches the pads off (the run is over: tfull) and sets fullPending,
-// so that the pads stop within one look at the lanes rather than once
-// the stub has drained enough to find the buffer full.
+// bufferFilled is bufferFilledLocked with the installer's lock taken.
 func (in *Installer) bufferFilled(l *lanes) bool {
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	return in.bufferFilledLocked(l)
+}
+
+// bufferFilledLocked reports whether the records in the lanes make more
+// frame bytes than a linear trace buffer takes in this run; the first
+// time, it switches the pads off (the run is over: tfull) and sets
+// fullPending, so that the pads stop within one look at the lanes rather
+// than once the stub has drained enough to find the buffer full.
+func (in *Installer) bufferFilledLocked(l *lanes) bool {
 	if in.runRoom == 0 || in.runFull || l.spent()+frames.EOBMarkerSize <= in.runRoom {
 		return false
 	}

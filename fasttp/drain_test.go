@@ -308,6 +308,32 @@ func TestDrainDue(t *testing.T) {
 	}
 }
 
+// A look at the lanes while the installer holds its lock (a tracepoint
+// being installed) passes at once, without a drain, however due one is:
+// waiting there put the lock in starvation mode and slowed QTStart.
+func TestDrainDueSkipsBusyInstaller(t *testing.T) {
+	r := newDrainRig(t, 64<<10, false, false)
+	store64(r.lanes.ctl(), jit.CtlStop, jit.StopPassCount)
+	if !r.in.drainDue(0) {
+		t.Fatal("a pad's stop word does not make a drain due")
+	}
+	r.in.mu.Lock()
+	done := make(chan bool)
+	go func() { done <- r.in.drainDue(0) }()
+	select {
+	case due := <-done:
+		if due {
+			t.Error("drainDue reported a drain due while the installer holds its lock")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("drainDue waited for the installer's lock")
+	}
+	r.in.mu.Unlock()
+	if !r.in.drainDue(0) {
+		t.Error("the drain is no longer due once the lock is free")
+	}
+}
+
 // When the lanes' records make more frame bytes than a linear buffer
 // takes in the run, the pads are switched off at once and the run ends
 // with tfull after the drain, however much of it the engine has seen.

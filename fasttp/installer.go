@@ -115,6 +115,10 @@ type Installer struct {
 	// then, and one pass over the threads serves every jump.
 	batches int
 	unmoved []*jumpSite
+	// codePages is the code read during a Batch (codecache.go); nil
+	// outside one. codeMu guards it.
+	codeMu    sync.Mutex
+	codePages codeCache
 
 	// drainMu serialises drains (the drainer goroutine and Sync), so
 	// records reach the engine once and in order, and every look at the
@@ -279,6 +283,11 @@ func (in *Installer) Batch(f func()) {
 		in.mu.Lock()
 		in.batches++
 		in.mu.Unlock()
+		in.codeMu.Lock()
+		if in.codePages == nil {
+			in.codePages = codeCache{}
+		}
+		in.codeMu.Unlock()
 		defer in.endBatch()
 		f()
 	}
@@ -297,6 +306,9 @@ func (in *Installer) endBatch() {
 	if in.batches == 0 {
 		sites, in.unmoved = in.unmoved, nil
 		in.mapped, in.pcs = nil, nil
+		in.codeMu.Lock()
+		in.codePages = nil
+		in.codeMu.Unlock()
 	}
 	in.mu.Unlock()
 	// Jumps taken out again within the Batch (another tracepoint shares
@@ -845,13 +857,13 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 		img[i] = 0xcc
 	}
 	copy(img[padLen:], tail)
-	if err := in.proc.WriteMemory(base, img); err != nil {
+	if err := in.writeMemory(base, img); err != nil {
 		return fmt.Errorf("writing the pad: %w", err)
 	}
 	if entry != base {
 		jmp, err := appendJmpRel32(nil, entry, base)
 		if err == nil {
-			err = in.proc.WriteMemory(entry, jmp)
+			err = in.writeMemory(entry, jmp)
 		}
 		if err != nil {
 			return fmt.Errorf("writing the jump to the pad: %w", err)
@@ -920,7 +932,7 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 // (SiteCandidates).
 func (in *Installer) siteCandidates(addr uint64) ([]Site, error) {
 	code := make([]byte, ShortCodeLen)
-	n, err := in.proc.ReadMemory(addr, code)
+	n, err := in.readCode(addr, code)
 	if n < 16 {
 		return nil, fmt.Errorf("reading the code: %w", err)
 	}
@@ -929,7 +941,7 @@ func (in *Installer) siteCandidates(addr uint64) ([]Site, error) {
 		return in.allowedShapes([]Site{site}) // nothing more to read
 	}
 	back := make([]byte, ShortBackLen)
-	if m, _ := in.proc.ReadMemory(addr-ShortBackLen, back); m != len(back) {
+	if m, _ := in.readCode(addr-ShortBackLen, back); m != len(back) {
 		back = nil
 	}
 	cands, err := SiteCandidates(back, code, addr, in.codeOracle())
@@ -957,7 +969,7 @@ func (in *Installer) writeTrampoline(site Site) error {
 	if len(code) > TrampolineSize {
 		return fmt.Errorf("the evicted instruction's trampoline takes %d bytes, %d reserved", len(code), TrampolineSize)
 	}
-	if err := in.proc.WriteMemory(site.Tramp, code); err != nil {
+	if err := in.writeMemory(site.Tramp, code); err != nil {
 		return fmt.Errorf("writing the trampoline: %w", err)
 	}
 	return nil
@@ -1071,7 +1083,7 @@ func (in *Installer) arenaSpaceLocked(addr, size uint64) (uint64, error) {
 		a = &arena{base: base}
 		in.arenas[window] = a
 		if in.mapped != nil {
-			in.mapped = append(in.mapped, Range{base, base + arenaSize})
+			in.mapped = insertSorted(in.mapped, Range{base, base + arenaSize})
 		}
 		in.areas = append(in.areas, Range{base, base + arenaSize})
 	}
@@ -1134,11 +1146,12 @@ func (in *Installer) punnedPadAddr(site Site, size uint64) (pad, tramp uint64, e
 	return 0, 0, errors.New("could not map a pad at a matching address")
 }
 
-// memoryMapLocked returns the process's mapped ranges: from
-// /proc/PID/maps, read once per Batch (in.mapped).
+// memoryMapLocked returns the process's mapped ranges, in address
+// order: from /proc/PID/maps, read once per Batch (in.mapped; the result
+// is clipped, so a caller's append copies it).
 func (in *Installer) memoryMapLocked() ([]Range, error) {
 	if in.mapped != nil {
-		return slices.Clone(in.mapped), nil
+		return slices.Clip(in.mapped), nil
 	}
 	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", in.proc.Pid()))
 	if err != nil {
@@ -1151,7 +1164,13 @@ func (in *Installer) memoryMapLocked() ([]Range, error) {
 	if in.batches > 0 {
 		in.mapped = slices.Clone(mapped)
 	}
-	return mapped, nil
+	return slices.Clip(mapped), nil
+}
+
+// insertSorted inserts r into rs, kept in order of Start.
+func insertSorted(rs []Range, r Range) []Range {
+	i, _ := slices.BinarySearchFunc(rs, r.Start, func(m Range, at uint64) int { return cmp.Compare(m.Start, at) })
+	return slices.Insert(rs, i, r)
 }
 
 // mapPadLocked makes [p, p+size) pad memory: a range of in.spare that
@@ -1170,7 +1189,7 @@ func (in *Installer) mapPadLocked(p, size uint64, spare []Range) error {
 		}
 		pages := pagesOf(p, size)
 		if in.mapped != nil {
-			in.mapped = append(in.mapped, pages)
+			in.mapped = insertSorted(in.mapped, pages)
 		}
 		in.addSpareLocked(Range{pages.Start, r.Start}, Range{r.End, pages.End})
 	}
@@ -1187,11 +1206,27 @@ func (in *Installer) idleSpareLocked() []Range {
 	if len(in.spare) == 0 {
 		return nil
 	}
-	pcs := in.threadPCsLocked()
+	// in.spare is in order and its ranges do not overlap: each pc is in
+	// at most one, found by binary search; usually none is, and the
+	// whole list is copied at once (a Batch of a thousand tracepoints
+	// leaves as many ranges).
+	var busy []int
+	for _, pc := range in.threadPCsLocked() {
+		i, _ := slices.BinarySearchFunc(in.spare, pc, func(r Range, at uint64) int { return cmp.Compare(r.Start, at) })
+		if i < len(in.spare) && in.spare[i].Start == pc {
+			busy = append(busy, i)
+		} else if i > 0 && pc < in.spare[i-1].End {
+			busy = append(busy, i-1)
+		}
+	}
 	idle := in.idleBuf[:0]
 	defer func() { in.idleBuf = idle }()
-	for _, r := range in.spare {
-		if !slices.ContainsFunc(pcs, func(pc uint64) bool { return pc >= r.Start && pc < r.End }) {
+	if len(busy) == 0 {
+		idle = append(idle, in.spare...)
+		return idle
+	}
+	for i, r := range in.spare {
+		if !slices.Contains(busy, i) {
 			idle = append(idle, r)
 		}
 	}

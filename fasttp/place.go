@@ -3,9 +3,11 @@ package fasttp
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -173,8 +175,11 @@ func ParseMaps(maps []byte) ([]Range, error) {
 // kernel's vm.mmap_min_addr and hi at most the top of the user address
 // space (0x7ffffffff000 with 4-level paging).
 func FreeRanges(mapped []Range, lo, hi uint64) []Range {
-	sorted := append([]Range(nil), mapped...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Start < sorted[j].Start })
+	byStart := func(a, b Range) int { return cmp.Compare(a.Start, b.Start) }
+	sorted := mapped // a Batch's map is kept in order: no copy, no sort
+	if !slices.IsSortedFunc(sorted, byStart) {
+		sorted = slices.SortedFunc(slices.Values(mapped), byStart)
+	}
 	var free []Range
 	cur := lo
 	for _, m := range sorted {

@@ -351,3 +351,28 @@ func TestAddSpare(t *testing.T) {
 		t.Errorf("withSpare %v, want %v", got, want)
 	}
 }
+
+// TestIdleSpare checks that the spare ranges a thread's pc lies in (from
+// its first byte to before its end) are left out and the others kept in
+// order.
+func TestIdleSpare(t *testing.T) {
+	spare := []Range{{0x100, 0x110}, {0x200, 0x210}, {0x300, 0x310}}
+	for _, c := range []struct {
+		name string
+		pcs  []uint64
+		want []Range
+	}{
+		{"no thread inside", []uint64{0x50, 0x110, 0x250, 0x400}, spare},
+		{"inside the middle one", []uint64{0x208}, []Range{{0x100, 0x110}, {0x300, 0x310}}},
+		{"at a range's first byte", []uint64{0x100}, []Range{{0x200, 0x210}, {0x300, 0x310}}},
+		{"at a range's last byte", []uint64{0x30f}, []Range{{0x100, 0x110}, {0x200, 0x210}}},
+		{"two threads, two ranges", []uint64{0x30a, 0x101}, []Range{{0x200, 0x210}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := &Installer{spare: slices.Clone(spare), pcs: c.pcs}
+			if got := in.idleSpareLocked(); !slices.Equal(got, c.want) {
+				t.Errorf("idle %v, want %v", got, c.want)
+			}
+		})
+	}
+}

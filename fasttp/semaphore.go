@@ -31,7 +31,7 @@ func (in *Installer) semaphore(tp *tracing.Tracepoint, delta int) {
 		return
 	}
 	binary.LittleEndian.PutUint16(b[:], uint16(v))
-	if err := in.proc.WriteMemory(m.Semaphore, b[:]); err != nil {
+	if err := in.writeMemory(m.Semaphore, b[:]); err != nil {
 		in.logf("static tracepoint %d: writing the semaphore at %#x: %v", tp.Num, m.Semaphore, err)
 	}
 }
