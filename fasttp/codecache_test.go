@@ -11,9 +11,9 @@ import (
 
 // Inside a Batch, code is read a page at a time and kept: a second read
 // sees the page as first read (a write that bypasses the installer does
-// not show), the installer's own writes drop the pages they touch, reads
-// across a page boundary are whole, and outside a Batch every read goes
-// to the process.
+// not show), the installer's own writes drop the pages they touch, code
+// patches take their originals from it, reads across a page boundary are
+// whole, and outside a Batch every read goes to the process.
 func TestCodeCache(t *testing.T) {
 	if _, err := os.Stat("/bin/sleep"); err != nil {
 		t.Skip("no /bin/sleep")
@@ -64,6 +64,23 @@ func TestCodeCache(t *testing.T) {
 		}
 		if got := read(pc, 4); !bytes.Equal(got, changed) {
 			t.Errorf("after the installer's write: % x, want % x", got, changed)
+		}
+		// A patch saves the cached bytes as the originals (no read):
+		// removing it puts them back over a write made behind the
+		// cache's back.
+		at := pc + 8
+		before := read(at, 2)
+		if err := p.WriteMemory(at, []byte{before[0] ^ 0xff, before[1] ^ 0xff}); err != nil {
+			t.Fatal(err)
+		}
+		if err := in.insertPatch(at, []byte{0x90, 0x90}); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.RemovePatch(at); err != nil {
+			t.Fatal(err)
+		}
+		if got := direct(at, 2); !bytes.Equal(got, before) {
+			t.Errorf("after the patch's removal: % x, want the cached originals % x", got, before)
 		}
 		edge := (pc | (codePage - 1)) - 7 // 8 bytes before a page's end
 		if got, want := read(edge, 16), direct(edge, 16); !bytes.Equal(got, want) {

@@ -718,13 +718,13 @@ func (in *Installer) writeJump(site Site, pad uint64) error {
 		if err != nil {
 			return err
 		}
-		if err := in.proc.InsertPatch(slotAt, b); err != nil {
+		if err := in.insertPatch(slotAt, b); err != nil {
 			return fmt.Errorf("writing the jump to the pad at %#x: %w", site.Slot, err)
 		}
 	}
 	jmp, err := site.PatchBytes(pad)
 	if err == nil {
-		err = in.proc.InsertPatch(site.Addr, jmp)
+		err = in.insertPatch(site.Addr, jmp)
 	}
 	if err != nil && site.Slot != 0 {
 		_ = in.proc.RemovePatch(slotAt)

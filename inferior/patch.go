@@ -83,10 +83,23 @@ var ErrPatchOverlap = errors.New("inferior: code patches overlap")
 // meanwhile meets either the old first instruction byte or the complete
 // patch, never a jump with half its displacement (writePatchBytes).
 func (p *Process) InsertPatch(addr uint64, code []byte) error {
-	return p.do(func() error { return p.insertPatch(addr, code) })
+	return p.do(func() error { return p.insertPatch(addr, code, nil) })
 }
 
-func (p *Process) insertPatch(addr uint64, code []byte) error {
+// InsertPatchOver is InsertPatch for a caller that knows the original
+// bytes under the patch — what ReadMemory shows there, read since
+// anything last changed them — and so spares the read of the memory.
+// orig is as long as code.
+func (p *Process) InsertPatchOver(addr uint64, code, orig []byte) error {
+	if len(orig) != len(code) {
+		return fmt.Errorf("patch at %#x: %d original bytes for %d of code", addr, len(orig), len(code))
+	}
+	return p.do(func() error { return p.insertPatch(addr, code, orig) })
+}
+
+// insertPatch inserts a patch; orig, when not nil, holds the bytes
+// ReadMemory shows under it (else they are read).
+func (p *Process) insertPatch(addr uint64, code, orig []byte) error {
 	if p.exitEvent != nil {
 		return ErrExited
 	}
@@ -101,14 +114,16 @@ func (p *Process) insertPatch(addr uint64, code []byte) error {
 		return fmt.Errorf("patch of %d bytes at %#x over the one at %#x (%d bytes): %w",
 			n, addr, cs[0].addr, len(cs[0].code), ErrPatchOverlap)
 	}
-	raw := make([]byte, n)
-	if got, err := p.readRaw(addr, raw); err != nil || uint64(got) != n {
+	raw := make([]byte, n) // what memory holds
+	if orig != nil {
+		copy(raw, orig)
+	} else if got, err := p.readRaw(addr, raw); err != nil || uint64(got) != n {
 		if err == nil {
 			err = errors.New("short read")
 		}
 		return fmt.Errorf("patch at %#x: saving the original bytes: %w", addr, err)
 	}
-	c := &codePatch{addr: addr, code: append([]byte(nil), code...), orig: raw}
+	c := &codePatch{addr: addr, code: append([]byte(nil), code...), orig: append([]byte(nil), raw...)}
 	out := append([]byte(nil), code...)
 	bps := p.breakpointsIn(addr, n)
 	for _, bp := range bps {
@@ -118,6 +133,7 @@ func (p *Process) insertPatch(addr uint64, code []byte) error {
 		c.orig[i] = bp.orig
 		if bp.inserted {
 			out[i] = breakpointInsn
+			raw[i] = breakpointInsn
 		}
 	}
 	if err := p.writePatchBytes(addr, out, raw); err != nil {

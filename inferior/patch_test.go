@@ -100,6 +100,14 @@ func TestPatchShadowing(t *testing.T) {
 			patched(written2), written2},
 		{"remove the patch", func() error { return p.RemovePatch(hit + 1) }, nil, written2, written2},
 		{"remove it again", func() error { return p.RemovePatch(hit + 1) }, errAny, written2, written2},
+		{"originals of the wrong length", func() error { return p.InsertPatchOver(hit+1, patch, written2[1:3]) }, errAny, written2, written2},
+		{"breakpoint before a patch given its originals", func() error { return p.InsertBreakpoint(SoftwareBreakpoint, hit+2, 1) }, nil,
+			with(written2, map[int]byte{2: 0xcc}), written2},
+		{"patch given its originals, over the breakpoint", func() error { return p.InsertPatchOver(hit+1, patch, written2[1:6]) }, nil,
+			with(patched(written2), map[int]byte{2: 0xcc}), written2},
+		{"remove that breakpoint: patch byte back", func() error { return p.RemoveBreakpoint(SoftwareBreakpoint, hit+2, 1) }, nil,
+			patched(written2), written2},
+		{"remove the patch given its originals", func() error { return p.RemovePatch(hit + 1) }, nil, written2, written2},
 		{"restore the program", func() error { return p.WriteMemory(hit, orig) }, nil, orig, orig},
 	}
 	for _, s := range steps {
