@@ -91,7 +91,8 @@ type Installer struct {
 	pcs []uint64
 	// idleBuf is idleSpareLocked's result, reused: a thousand
 	// tracepoints placed at once leave as many ranges in spare.
-	idleBuf []Range
+	// freeBuf and mergeBuf are punnedPadAddr's free ranges, reused too.
+	idleBuf, freeBuf, mergeBuf []Range
 
 	viaTrap  map[*tracing.Tracepoint]string    // trap tracepoints: why a fast one is a trap ("" for gdb's trace)
 	pending  []*jumpSite                       // unpatching requested while the process could not be patched
@@ -1115,7 +1116,12 @@ func (in *Installer) punnedPadAddr(site Site, size uint64) (pad, tramp uint64, e
 		return 0, 0, err
 	}
 	spare := in.idleSpareLocked()
-	free := withSpare(FreeRanges(mapped, minMapAddr, maxUserAddr), spare)
+	freeOf := func(mapped []Range) []Range {
+		in.freeBuf = appendFreeRanges(in.freeBuf[:0], mapped, minMapAddr, maxUserAddr)
+		in.mergeBuf = appendWithSpare(in.mergeBuf[:0], in.freeBuf, spare)
+		return in.mergeBuf
+	}
+	free := freeOf(mapped)
 	for attempt := 0; attempt < 4; attempt++ {
 		p, t, err := FindPadAddrs(site, free, size)
 		if err != nil {
@@ -1126,7 +1132,7 @@ func (in *Installer) punnedPadAddr(site Site, size uint64) (pad, tramp uint64, e
 			// and read the map again next time.
 			in.mapped = nil
 			mapped = append(mapped, pagesOf(p, size))
-			free = withSpare(FreeRanges(mapped, minMapAddr, maxUserAddr), spare)
+			free = freeOf(mapped)
 			continue
 		}
 		if t == 0 {
@@ -1138,7 +1144,7 @@ func (in *Installer) punnedPadAddr(site Site, size uint64) (pad, tramp uint64, e
 			in.addSpareLocked(Range{p, p + size})
 			in.mapped = nil
 			mapped = append(mapped, pagesOf(p, size), pagesOf(t, TrampolineSize))
-			free = withSpare(FreeRanges(mapped, minMapAddr, maxUserAddr), spare)
+			free = freeOf(mapped)
 			continue
 		}
 		return p, t, nil
@@ -1178,8 +1184,7 @@ func insertSorted(rs []Range, r Range) []Range {
 // (AllocateScratchAt) and the rest of them go to in.spare.
 func (in *Installer) mapPadLocked(p, size uint64, spare []Range) error {
 	r := Range{p, p + size}
-	holds := func(s Range) bool { return s.Start <= r.Start && r.End <= s.End }
-	if i := slices.IndexFunc(in.spare, holds); i >= 0 && slices.ContainsFunc(spare, holds) {
+	if i := holding(in.spare, r); i >= 0 && holding(spare, r) >= 0 {
 		s := in.spare[i]
 		in.spare = slices.Delete(in.spare, i, i+1)
 		in.addSpareLocked(Range{s.Start, r.Start}, Range{r.End, s.End})
@@ -1197,6 +1202,19 @@ func (in *Installer) mapPadLocked(p, size uint64, spare []Range) error {
 		in.areas = append(in.areas, r)
 	}
 	return nil
+}
+
+// holding returns the index of the range of rs (in order, not
+// overlapping) that holds all of r, or -1.
+func holding(rs []Range, r Range) int {
+	i, found := slices.BinarySearchFunc(rs, r.Start, func(s Range, at uint64) int { return cmp.Compare(s.Start, at) })
+	if !found {
+		i--
+	}
+	if i >= 0 && i < len(rs) && rs[i].Start <= r.Start && r.End <= rs[i].End {
+		return i
+	}
+	return -1
 }
 
 // idleSpareLocked returns the ranges of in.spare no thread's pc lies in
@@ -1274,7 +1292,11 @@ func (in *Installer) threadPCsLocked() []uint64 {
 // withSpare returns free with the spare ranges added, in address order
 // (both are in address order).
 func withSpare(free, spare []Range) []Range {
-	out := make([]Range, 0, len(free)+len(spare))
+	return appendWithSpare(make([]Range, 0, len(free)+len(spare)), free, spare)
+}
+
+// appendWithSpare is withSpare appending to out.
+func appendWithSpare(out, free, spare []Range) []Range {
 	for len(free) > 0 || len(spare) > 0 {
 		if len(spare) == 0 || (len(free) > 0 && free[0].Start < spare[0].Start) {
 			out, free = append(out, free[0]), free[1:]

@@ -175,12 +175,17 @@ func ParseMaps(maps []byte) ([]Range, error) {
 // kernel's vm.mmap_min_addr and hi at most the top of the user address
 // space (0x7ffffffff000 with 4-level paging).
 func FreeRanges(mapped []Range, lo, hi uint64) []Range {
+	return appendFreeRanges(nil, mapped, lo, hi)
+}
+
+// appendFreeRanges is FreeRanges appending to free (a buffer reused by
+// the installer: a thousand pads placed at once each looked for room).
+func appendFreeRanges(free, mapped []Range, lo, hi uint64) []Range {
 	byStart := func(a, b Range) int { return cmp.Compare(a.Start, b.Start) }
 	sorted := mapped // a Batch's map is kept in order: no copy, no sort
 	if !slices.IsSortedFunc(sorted, byStart) {
 		sorted = slices.SortedFunc(slices.Values(mapped), byStart)
 	}
-	var free []Range
 	cur := lo
 	for _, m := range sorted {
 		if cur >= hi {

@@ -376,3 +376,28 @@ func TestIdleSpare(t *testing.T) {
 		})
 	}
 }
+
+// TestHolding checks the search for the range holding another.
+func TestHolding(t *testing.T) {
+	rs := []Range{{0x100, 0x110}, {0x200, 0x210}, {0x300, 0x310}}
+	for _, c := range []struct {
+		r    Range
+		want int
+	}{
+		{Range{0x100, 0x110}, 0},
+		{Range{0x204, 0x208}, 1},
+		{Range{0x300, 0x301}, 2},
+		{Range{0x30f, 0x311}, -1},
+		{Range{0x0f0, 0x101}, -1},
+		{Range{0x110, 0x111}, -1},
+		{Range{0x400, 0x401}, -1},
+		{Range{0x050, 0x051}, -1},
+	} {
+		if got := holding(rs, c.r); got != c.want {
+			t.Errorf("holding(%v) = %d, want %d", c.r, got, c.want)
+		}
+	}
+	if holding(nil, Range{1, 2}) != -1 {
+		t.Error("an empty list holds a range")
+	}
+}
