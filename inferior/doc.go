@@ -84,6 +84,8 @@
 // InsertPatch writes code over the program's (a fast tracepoint's jump to
 // its pad) and shadows it like a breakpoint: ReadMemory shows the
 // original bytes, WriteMemory updates them and leaves the patch in place.
+// InsertPatchOver does the same with the original bytes given by a caller
+// that has just read them, sparing a read.
 // Breakpoints layer on top: an int3 inside a patch saves the patch's byte,
 // so stepping over it executes the patch; removing a patch under an int3
 // gives the int3 the original byte to save. RelocatePCs moves stopped
