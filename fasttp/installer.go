@@ -1175,7 +1175,7 @@ func (in *Installer) memoryMapLocked() ([]Range, error) {
 
 // insertSorted inserts r into rs, kept in order of Start.
 func insertSorted(rs []Range, r Range) []Range {
-	i, _ := slices.BinarySearchFunc(rs, r.Start, func(m Range, at uint64) int { return cmp.Compare(m.Start, at) })
+	i, _ := slices.BinarySearchFunc(rs, r.Start, byStartAt)
 	return slices.Insert(rs, i, r)
 }
 
@@ -1204,10 +1204,14 @@ func (in *Installer) mapPadLocked(p, size uint64, spare []Range) error {
 	return nil
 }
 
+// byStartAt orders a range against an address by its start, for binary
+// searches of range lists kept in address order.
+func byStartAt(r Range, at uint64) int { return cmp.Compare(r.Start, at) }
+
 // holding returns the index of the range of rs (in order, not
 // overlapping) that holds all of r, or -1.
 func holding(rs []Range, r Range) int {
-	i, found := slices.BinarySearchFunc(rs, r.Start, func(s Range, at uint64) int { return cmp.Compare(s.Start, at) })
+	i, found := slices.BinarySearchFunc(rs, r.Start, byStartAt)
 	if !found {
 		i--
 	}
@@ -1230,11 +1234,8 @@ func (in *Installer) idleSpareLocked() []Range {
 	// leaves as many ranges).
 	var busy []int
 	for _, pc := range in.threadPCsLocked() {
-		i, _ := slices.BinarySearchFunc(in.spare, pc, func(r Range, at uint64) int { return cmp.Compare(r.Start, at) })
-		if i < len(in.spare) && in.spare[i].Start == pc {
+		if i := holding(in.spare, Range{pc, pc + 1}); i >= 0 {
 			busy = append(busy, i)
-		} else if i > 0 && pc < in.spare[i-1].End {
-			busy = append(busy, i-1)
 		}
 	}
 	idle := in.idleBuf[:0]
@@ -1258,7 +1259,7 @@ func (in *Installer) addSpareLocked(rs ...Range) {
 		if r.End <= r.Start {
 			continue
 		}
-		i, _ := slices.BinarySearchFunc(in.spare, r.Start, func(s Range, at uint64) int { return cmp.Compare(s.Start, at) })
+		i, _ := slices.BinarySearchFunc(in.spare, r.Start, byStartAt)
 		if i > 0 && in.spare[i-1].End >= r.Start {
 			i--
 			r = Range{in.spare[i].Start, max(in.spare[i].End, r.End)}
@@ -1289,13 +1290,8 @@ func (in *Installer) threadPCsLocked() []uint64 {
 	return pcs
 }
 
-// withSpare returns free with the spare ranges added, in address order
-// (both are in address order).
-func withSpare(free, spare []Range) []Range {
-	return appendWithSpare(make([]Range, 0, len(free)+len(spare)), free, spare)
-}
-
-// appendWithSpare is withSpare appending to out.
+// appendWithSpare appends to out the free ranges with the spare ones
+// added, in address order (both are in address order).
 func appendWithSpare(out, free, spare []Range) []Range {
 	for len(free) > 0 || len(spare) > 0 {
 		if len(spare) == 0 || (len(free) > 0 && free[0].Start < spare[0].Start) {

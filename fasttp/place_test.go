@@ -317,7 +317,7 @@ func TestFindPadAddrOwnProcess(t *testing.T) {
 }
 
 // TestAddSpare checks that spare memory stays in address order with
-// touching or overlapping ranges merged, and that withSpare interleaves
+// touching or overlapping ranges merged, and that appendWithSpare interleaves
 // it with free ranges in address order.
 func TestAddSpare(t *testing.T) {
 	for _, c := range []struct {
@@ -347,8 +347,8 @@ func TestAddSpare(t *testing.T) {
 	free := []Range{{0x1000, 0x2000}, {0x5000, 0x6000}}
 	spare := []Range{{0x100, 0x200}, {0x3000, 0x3005}, {0x7000, 0x7010}}
 	want := []Range{{0x100, 0x200}, {0x1000, 0x2000}, {0x3000, 0x3005}, {0x5000, 0x6000}, {0x7000, 0x7010}}
-	if got := withSpare(free, spare); !slices.Equal(got, want) {
-		t.Errorf("withSpare %v, want %v", got, want)
+	if got := appendWithSpare(nil, free, spare); !slices.Equal(got, want) {
+		t.Errorf("appendWithSpare %v, want %v", got, want)
 	}
 }
 
