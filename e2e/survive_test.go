@@ -33,9 +33,17 @@ func gone(states string) bool { return strings.Trim(states, "Z") == "" }
 // threadsState returns the state letters of every thread of pid
 // ("" once the process is gone).
 func threadsState(pid int) string {
+	states, _ := threadsSnapshot(pid)
+	return states
+}
+
+// threadsSnapshot returns the state letters of every thread of pid and
+// the sum of their context switches (voluntary and not), which grows each
+// time one of them goes to sleep or stops.
+func threadsSnapshot(pid int) (states string, switches int) {
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
-		return ""
+		return "", 0
 	}
 	var b strings.Builder
 	for _, task := range tasks {
@@ -46,28 +54,51 @@ func threadsState(pid int) string {
 			continue
 		}
 		b.WriteString(st)
+		switches += contextSwitches(pid, tid)
 	}
-	return b.String()
+	return b.String(), switches
+}
+
+// contextSwitches reads the context switch counts of thread tid of pid
+// (0 if it is gone).
+func contextSwitches(pid, tid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		name, value, ok := strings.Cut(line, ":")
+		if ok && strings.HasSuffix(name, "ctxt_switches") {
+			var v int
+			fmt.Sscan(strings.TrimSpace(value), &v)
+			n += v
+		}
+	}
+	return n
 }
 
 // killStubBetweenHits waits until every thread of the inferior pid has
 // just gone to sleep (between two calls of the traced function: a
-// sampling where some thread was not asleep, then one where all are), then
-// sends SIGKILL to the stub alone. A thread in a ptrace stop at a trap
-// when the tracer dies is beyond saving (package guard's doc); this test
-// checks the rest: the int3s taken out before the next call.
+// sampling where all are asleep and some thread switched out since the
+// sampling before), then sends SIGKILL to the stub alone. A thread in a
+// ptrace stop at a trap when the tracer dies is beyond saving (package
+// guard's doc); this test checks the rest: the int3s taken out before the
+// next call. The switch counts, not a sampling that catches a thread
+// running, tell that a thread just went to sleep: a thread runs a few
+// microseconds of each 50 ms, which 200 µs samplings mostly miss.
 func killStubBetweenHits(t *testing.T, stub *stubProcess, pid int) {
 	t.Helper()
-	busy := false
+	prev := -1
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		st := threadsState(pid)
+		st, switches := threadsSnapshot(pid)
 		asleep := st != "" && strings.Trim(st, "S") == ""
-		if asleep && busy {
+		if asleep && prev >= 0 && switches > prev {
 			break
 		}
-		busy = busy || !asleep
-		if time.Now().After(deadline) {
+		prev = switches
+		if time.Now().After(deadline) || st == "" {
 			t.Fatalf("the program's threads never went to sleep together: states %q", st)
 		}
 		time.Sleep(200 * time.Microsecond)
