@@ -272,6 +272,7 @@ func New(p *inferior.Process, e *tracing.Engine, traps TrapInstaller, logf func(
 	}
 	p.AddTrapHook(in.trapHook)
 	p.SetFaultHook(in.faultHook)
+	p.SetThreadStartHook(in.threadStarted)
 	return in
 }
 

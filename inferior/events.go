@@ -195,6 +195,7 @@ func (p *Process) handleStop(t *thread, ws unix.WaitStatus) {
 				t.drGen = p.drGen
 			}
 		}
+		p.threadStarted(t)
 		p.resumeThread(t)
 	case sig == unix.SIGTRAP:
 		p.handleTrap(t)
@@ -233,7 +234,7 @@ func (p *Process) handleEvent(t *thread, event int) {
 		if err == nil {
 			// The kernel gives an auto-attached thread its creator's
 			// ptrace options.
-			nt := &thread{tid: int(msg), resumed: t.resumed, sigstopExpected: true, optionsGen: t.optionsGen}
+			nt := &thread{tid: int(msg), resumed: t.resumed, sigstopExpected: true, optionsGen: t.optionsGen, fresh: true}
 			if p.orphans[nt.tid] {
 				delete(p.orphans, nt.tid)
 				nt.stopped, nt.sigstopExpected = true, false
@@ -244,6 +245,7 @@ func (p *Process) handleEvent(t *thread, event int) {
 				if err := p.writeDebugRegs(nt); err == nil {
 					nt.drGen = p.drGen
 				}
+				p.threadStarted(nt)
 				p.resumeThread(nt)
 			}
 		}
@@ -879,6 +881,7 @@ func (p *Process) stepThread(t *thread, qs queuedSignal) (bool, error) {
 			return false, nil
 		case s == unix.SIGSTOP && t.sigstopExpected:
 			t.sigstopExpected = false
+			p.threadStarted(t)
 		case s == unix.SIGTRAP && ws.TrapCause() == unix.PTRACE_EVENT_CLONE:
 			saved := p.stopping
 			p.stopping = true // keep the new thread stopped for now

@@ -79,6 +79,7 @@ type Process struct {
 	// attach; optionsGen is bumped whenever the options change, and a
 	// thread whose optionsGen differs gets them at its next resumption.
 	exitHook    func(*Stopped)
+	startHook   func(*Stopped) // SetThreadStartHook's
 	traceExit   bool
 	inExitHook  bool
 	baseOptions int
@@ -119,6 +120,7 @@ type thread struct {
 	interrupted bool   // its last stop is Interrupt's SIGSTOP, reported as SIGINT
 	optionsGen  int    // Process.optionsGen of the ptrace options it has
 	rehit       bool   // an unreported breakpoint hit was dropped: hit it again, no step-over
+	fresh       bool   // created by a clone and not yet stopped once (SetThreadStartHook)
 }
 
 type waitResult struct {

@@ -2,7 +2,7 @@
 # bench-sustained.sh: sustained per-hit cost of fast tracepoints, gotpstub
 # vs gdbserver + its in-process agent, on the same program in one run.
 #
-# Usage: scripts/bench-sustained.sh [ROW...]      (rows 1-9, default all)
+# Usage: scripts/bench-sustained.sh [ROW...]      (rows 1-11, default all)
 #
 # Environment:
 #   REPS=3     sessions per stub and row (and untraced runs); medians
@@ -30,10 +30,12 @@
 #   7  no actions, 2 threads x 400,000, a buffer that never fills, per thread
 # and two more that are not issue 8's: the threads of row 7 share the
 # cache line of hit's counter (and of sink), which costs a line transfer
-# per traced call once the pad spaces the calls out; rows 8 and 9 trace
+# per traced call once the pad spaces the calls out; rows 8 to 11 trace
 # hit_own instead (a thread-local counter, `addq $1, %fs:...`):
 #   8  no actions, 1 thread x 400,000 calls of hit_own, 512 MiB buffer
 #   9  no actions, 2 threads x 400,000 calls of hit_own, 512 MiB, per thread
+#  10  row 4 on hit_own: condition + `collect $regs`, 1 x 200,000, defaults
+#  11  row 6 on hit_own: the same, 2 threads x 100,000, per thread
 # With gdb's defaults a linear buffer fills and tracing stops (tfull) part
 # way: the rest of the hits run through an inactive pad; that is the
 # sustained cost a user of gdb's defaults pays. Frames collected and
@@ -46,7 +48,7 @@ SCALE=${SCALE:-1}
 IPA=${IPA:-/usr/lib/libinproctrace.so}
 [ -f "$IPA" ] || { echo "bench-sustained.sh: needs gdbserver's in-process agent ($IPA)" >&2; exit 2; }
 rows=("$@")
-[ ${#rows[@]} -gt 0 ] || rows=(1 2 3 4 5 6 7 8 9)
+[ ${#rows[@]} -gt 0 ] || rows=(1 2 3 4 5 6 7 8 9 10 11)
 
 work=$(mktemp -d)
 stub_pid=
@@ -80,6 +82,8 @@ row() {
 	7) hits=400000 threads=2 buffer=536870912 ;;
 	8) hits=400000 buffer=536870912 fn=hit_own mode=own ;;
 	9) hits=400000 threads=2 buffer=536870912 fn=hit_own mode=own ;;
+	10) hits=200000 cond=" if (a+a+b+b+b) >= 0" actions='collect $regs' fn=hit_own mode=own ;;
+	11) hits=100000 threads=2 cond=" if (a+a+b+b+b) >= 0" actions='collect $regs' fn=hit_own mode=own ;;
 	*) fail "no row $1" ;;
 	esac
 	hits=$(awk -v h="$hits" -v s="$SCALE" 'BEGIN { printf "%d", h * s }')
