@@ -211,7 +211,12 @@
 // has the process map those lanes' pages (an injected madvise
 // MADV_POPULATE_WRITE, 128 MiB at most): a page first touched in a pad
 // would cost the program a page fault (1-3.5 µs on the VMs measured).
-// Threads created later claim lanes themselves; at each look the drainer
+// A thread created while the run collects is held at its start
+// (threadstart.go, inferior's thread start hook) while the stub claims its
+// lane and allocates and maps the lane's first 4 MiB (no more than the
+// linear buffer's room): its first hits take no page fault even when the
+// program's threads keep every CPU busy, at the price of about 4 ms of
+// that thread's start, once per lane. Beyond that, at each look the drainer
 // allocates the pages ahead of each lane's head — four times what the
 // lane's pads wrote since the last look, 256 KiB to 8 MiB, 256 KiB at a
 // time — and has the process map each step at once (a process_vm_readv of

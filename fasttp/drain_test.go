@@ -2,6 +2,9 @@ package fasttp
 
 import (
 	"fmt"
+	"os"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -365,6 +368,40 @@ func TestBufferFilledStopsPads(t *testing.T) {
 	}
 }
 
+// At each look while the frames fit, every lane's budget becomes what it
+// spent plus the room left beyond all lanes' records: a lane that passes
+// it means the lanes together passed the room (never earlier), and a
+// lane that writes alone may still take all that is left.
+func TestBufferFilledTightensBudgets(t *testing.T) {
+	r := newDrainRig(t, 64<<10, false, false)
+	c := r.lanes.ctl()
+	store64(c, jit.CtlActive, 1)
+	r.in.runRoom = 10000
+	r.lanes.setBudget(r.in.runRoom)
+	store64(c, laneHdr(0)+jit.LaneSpent, 3000)
+	store64(c, laneHdr(5)+jit.LaneSpent, 1000)
+	if r.in.bufferFilled(r.lanes) {
+		t.Fatal("stopped with 4,000 of 10,000 bytes spent")
+	}
+	const left = 10000 - 4000
+	for _, tc := range []struct {
+		lane  int
+		spent uint64
+	}{{0, 3000}, {5, 1000}, {1, 0}, {ownedLanes, 0}} {
+		if got, want := load64(c, laneHdr(tc.lane)+jit.LaneBudget), tc.spent+left; got != want {
+			t.Errorf("lane %d: budget %d, want %d (its %d bytes and the %d left)", tc.lane, got, want, tc.spent, left)
+		}
+	}
+	// Full: the budgets are left as they are (the pads are off).
+	store64(c, laneHdr(5)+jit.LaneSpent, 7000)
+	if !r.in.bufferFilled(r.lanes) {
+		t.Fatal("no stop with 10,000 bytes spent")
+	}
+	if got := load64(c, laneHdr(1)+jit.LaneBudget); got != left {
+		t.Errorf("lane 1's budget changed to %d after the stop", got)
+	}
+}
+
 // Compact records come out of the drain with their lane's owner as the
 // thread and their whole time stamp, merged by time with full records
 // of other lanes.
@@ -394,5 +431,37 @@ func TestDrainCompactRecords(t *testing.T) {
 		if g := recs[i]; g.Lane != w.lane || g.Time != w.time || g.Thread != w.thread {
 			t.Errorf("record %d: lane %d time %d thread %#x, want lane %d time %d thread %#x", i, g.Lane, g.Time, g.Thread, w.lane, w.time, w.thread)
 		}
+	}
+}
+
+// The drainer's thread asks for a short slice; the kernel shows it in
+// the thread's se.slice (Linux 6.12 and later; older kernels have no
+// custom slices and the test is skipped).
+func TestShortSlice(t *testing.T) {
+	// Locked to the end: the test's goroutine exits with the thread
+	// locked, so the runtime ends the thread with its short slice.
+	runtime.LockOSThread()
+	slice := func() (uint64, bool) {
+		b, err := os.ReadFile("/proc/thread-self/sched")
+		if err != nil {
+			return 0, false
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			name, value, ok := strings.Cut(line, ":")
+			if ok && strings.TrimSpace(name) == "se.slice" {
+				v, err := strconv.ParseUint(strings.TrimSpace(value), 10, 64)
+				return v, err == nil
+			}
+		}
+		return 0, false
+	}
+	before, ok := slice()
+	if !ok {
+		t.Skip("no se.slice in /proc/thread-self/sched (kernel without custom slices)")
+	}
+	shortSlice()
+	after, _ := slice()
+	if after != uint64(drainerSlice) {
+		t.Errorf("se.slice %d ns after shortSlice (%d before), want %d", after, before, drainerSlice)
 	}
 }

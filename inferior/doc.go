@@ -106,6 +106,13 @@
 // (event handling, single-steps, stopping all threads, Kill) lets such a
 // stop go at once; without a hook the option is never set.
 //
+// # Thread start hook
+//
+// SetThreadStartHook runs a hook for each thread the program creates, at
+// its first stop (its clone event and its initial SIGSTOP both seen),
+// before it runs an instruction of its own: package fasttp prepares the
+// thread's lane there. Only that thread waits for the hook.
+//
 // # Forks and exec
 //
 // By default forked children are not debugged (gdb's follow-fork-mode
