@@ -260,8 +260,8 @@ func overwritesTarget(site fasttp.Site, targets map[uint64]bool) bool {
 		end = site.Covered
 	}
 	for off := 1; off < end; off++ {
-		if !targets[site.Addr+uint64(off)] {
-			continue
+		if !targets[site.Addr+uint64(off)] || site.Slot != 0 && off >= site.Covered {
+			continue // a short jump's kept byte is left as it is
 		}
 		if _, pun := site.Forced[off-site.Prefix-1]; !pun || off <= site.Prefix {
 			return true

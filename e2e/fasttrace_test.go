@@ -702,3 +702,33 @@ print $n > 1000 && $n <= 41000`)
 		t.Errorf("%s lanes owned, want 3 or more", m[2])
 	}
 }
+
+// A fast tracepoint at a 1-byte first instruction whose next byte, as a
+// short jump's displacement, points into padding after a ret gets a
+// short jump that keeps that byte (issue 9: no int3 at the next
+// instruction): every call through the entry is one frame, a call that
+// arrives at the kept instruction runs it unchanged (no frame, no trap),
+// and the program's result is the untraced one.
+func TestFastTraceKeptShortJump(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gotpstub's placement")
+	}
+	const calls = 500
+	// Non-PIE: from its low address a successor-preserving jump keeping
+	// the xor and the mov's first bytes (displacement 0x80b8c031) would
+	// put the pad below address 0, so the short jump is the shape left.
+	prog := buildC(t, filepath.Join(t.TempDir(), "keptshort"), []string{"keptshort.c"}, "-no-pie")
+	out, stub := traceSessionFlags(t, []string{"--once"}, prog, []string{strconv.Itoa(calls)}, `
+ftrace *kept_short
+tstart
+monitor ftrace`, "calls_done", "continue")
+	mustMatch(t, out, `tracepoint 2 at 0x[0-9a-f]+: short jump over 1 bytes \(1 instructions\), pad at 0x[0-9a-f]+ \(\d+ bytes\), no int3, keeps 1 bytes of the next instructions, to a jump in the padding at 0x[0-9a-f]+`)
+	if frames := framesCollected(t, out); frames != calls {
+		t.Errorf("%d frames, want %d (one per call through the entry)", frames, calls)
+	}
+	want := 0
+	for i := range calls {
+		want += 2 * (0xff80 + i)
+	}
+	mustContain(t, stub.output.String(), fmt.Sprintf("sum=%d", want))
+}

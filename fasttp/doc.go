@@ -61,7 +61,12 @@
 // Without padding in reach, the slot may lie inside a neighbour of
 // HostMinLen bytes or more (Site.Host, E9Patch's neighbour eviction):
 // the neighbour gets a plain jump to a trampoline in an arena, and its
-// bytes after that jump hold the slot. Then the successor eviction
+// bytes after that jump hold the slot. A first instruction of 1 byte
+// gets a short jump too when the one slot its kept successor byte allows
+// (the next instruction's first byte as the rel8, left as it is:
+// keptShortSlot, Site.Keep 1) is such padding or neighbour: a thread
+// arriving at the next instruction runs it unchanged, and the short
+// jump's Footprint covers that byte. Then the successor eviction
 // (EvictSite, E9Patch's tactic too): when the next instruction takes a
 // plain jump of its own (or else a successor-preserving one), it gets
 // one, to a trampoline (TrampolineSize bytes at a forced address, on a page other than its pad's)

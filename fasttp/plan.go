@@ -98,7 +98,7 @@ func (s Site) jumpLen() int { return s.Prefix + JumpLen }
 // Overlaps). Nothing else may write there while the jump is in.
 func (s Site) Footprint() int {
 	if s.Slot != 0 {
-		return s.Covered
+		return s.Covered + s.Keep
 	}
 	if s.Evicted != nil {
 		return s.Covered + s.Evicted.Footprint()
@@ -398,9 +398,11 @@ func (s Site) PatchBytes(pad uint64) ([]byte, error) {
 // the slot, then int3 filler.
 func (s Site) shortBytes() ([]byte, error) {
 	d := int64(s.Slot) - int64(s.Addr+ShortJumpLen)
-	if d < -128 || d > ShortReach || s.Covered < ShortJumpLen {
+	if d < -128 || d > ShortReach || s.Covered+s.Keep < ShortJumpLen {
 		return nil, fmt.Errorf("patch for %#x: slot %#x out of a short jump's reach", s.Addr, s.Slot)
 	}
+	// A kept byte (Keep 1) is the displacement: the slot was chosen so
+	// (keptShortSlot), and writing it changes nothing.
 	patch := []byte{0xeb, byte(d)}
 	for len(patch) < s.Covered {
 		patch = append(patch, Int3)

@@ -21,10 +21,10 @@ const (
 // Shape returns the kind of s.
 func (s Site) Shape() Shape {
 	switch {
+	case s.Slot != 0: // a short jump, even one that keeps a byte
+		return ShapeShort
 	case s.Keep > 0:
 		return ShapeKept
-	case s.Slot != 0:
-		return ShapeShort
 	case s.Evicted != nil:
 		return ShapeEvict
 	case len(s.Puns) > 0:

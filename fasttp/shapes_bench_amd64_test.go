@@ -138,3 +138,72 @@ func TestPaddedKeepSiteRuns(t *testing.T) {
 		}
 	}
 }
+
+// keptShortFn starts with a 1-byte instruction whose short jump keeps
+// the next byte (0x31, the xor's opcode) as its displacement: the slot
+// must be 0x33 bytes after the jump, at +51, where padding after a
+// second ret is.
+//
+//	cwde                // 98             +0  (1 byte: the site)
+//	xor eax, eax        // 31 c0          +1  (kept: rel8 0x31)
+//	mov eax, 0xff80     // b8 80 ff 00 00 +3
+//	add eax, edi        // 01 f8          +8
+//	ret                 // c3             +10
+//	nop x5              // 90 ...         +11 (padding to +16)
+//	mov eax, 1 x6       // b8 01 00 00 00 +16
+//	xor eax, eax x2     // 31 c0          +46
+//	ret                 // c3             +50
+//	nop x13             // 90 ...         +51 (padding to +64: the slot)
+//	ret                 // c3             +64
+var keptShortFn = func() []byte {
+	b := []byte{0x98, 0x31, 0xc0, 0xb8, 0x80, 0xff, 0, 0, 0x01, 0xf8, 0xc3, 0x90, 0x90, 0x90, 0x90, 0x90}
+	for range 6 {
+		b = append(b, 0xb8, 1, 0, 0, 0)
+	}
+	b = append(b, 0x31, 0xc0, 0x31, 0xc0, 0xc3)
+	for range 13 {
+		b = append(b, 0x90)
+	}
+	return append(b, 0xc3)
+}()
+
+// TestKeptShortSiteRuns patches keptShortFn's 1-byte cwde with a short
+// jump whose displacement is the xor's own first byte, to a slot in the
+// padding at +51 holding the jump to the pad, and calls it: the result
+// must be the unpatched one, and the xor untouched (a thread arriving
+// there runs it as it was).
+func TestKeptShortSiteRuns(t *testing.T) {
+	mem := mapRWX(t, 4096)
+	base := uint64(uintptr(unsafe.Pointer(&mem[0])))
+	copy(mem, keptShortFn)
+	yes := func(uint64) bool { return true }
+	var planned Site
+	patchShape(t, mem, base, 0, func(_ []byte, a uint64) (Site, error) {
+		sites, err := ShortSites(nil, mem[:len(keptShortFn)], a, yes)
+		if err != nil {
+			t.Fatalf("ShortSites: %v", err)
+		}
+		if len(sites) != 1 || sites[0].Slot != base+51 || sites[0].Covered != 1 || sites[0].Keep != 1 || sites[0].Footprint() != 2 {
+			t.Fatalf("sites %+v, want one slot at +51 covering 1 byte and keeping 1", sites)
+		}
+		planned = sites[0]
+		return planned, nil
+	})
+	if planned.Shape() != ShapeShort {
+		t.Errorf("shape %v, want short", planned.Shape())
+	}
+	if want := []byte{0xeb, 0x31, 0xc0}; string(mem[:3]) != string(want) {
+		t.Fatalf("patched bytes % x, want % x", mem[:3], want)
+	}
+	if mem[51] != 0xe9 {
+		t.Fatalf("slot bytes % x, want a jmp rel32", mem[51:56])
+	}
+	for _, x := range []uintptr{0, 41, 1 << 20} {
+		if got, want := callNative(uintptr(base), x, 0), uint64(0xff80+x); got != want {
+			t.Errorf("patched f(%d) = %#x, want %#x", x, got, want)
+		}
+		if got, want := callNative(uintptr(base+1), x, 0), uint64(0xff80+x); got != want {
+			t.Errorf("f at the kept xor (%d) = %#x, want %#x", x, got, want)
+		}
+	}
+}

@@ -20,7 +20,9 @@ const ShortBackLen = 128 - ShortJumpLen + 2*MaxInsnLen
 
 // ShortSite plans a short jump at addr (E9Patch's neighbour tactic, with
 // alignment padding as the neighbour): the first instruction, of 2 bytes
-// or more (or a 1-byte ret followed by padding), becomes a `jmp rel8` to
+// or more (or a 1-byte ret followed by padding; or any other 1-byte
+// instruction, whose short jump keeps the next byte as its displacement:
+// keptShortSlot), becomes a `jmp rel8` to
 // a slot of JumpLen dead bytes further on — the nops or int3s after a
 // ret or jmp up to an 8- or 16-byte boundary (deadPadding), which
 // nothing executes — and the slot holds the `jmp rel32` to the pad. Nothing
@@ -58,32 +60,66 @@ func ShortSites(back, code []byte, addr uint64, isCode CodeOracle) ([]Site, erro
 		return refuse("%w", err)
 	}
 	s := Site{Addr: addr, Insns: []Insn{in}, Covered: in.Len}
+	// want, when not 0, is the one slot a kept successor byte allows.
+	var want uint64
 	if in.Len < ShortJumpLen {
 		n, ok := deadPadding(code[in.Len:], in.Next())
-		if in.Kind != KindRet || !ok || n < ShortJumpLen-in.Len {
+		switch {
+		case in.Kind == KindRet && ok && n >= ShortJumpLen-in.Len:
+			s.Covered, s.Dead = ShortJumpLen, ShortJumpLen-in.Len
+		case len(code) >= ShortJumpLen:
+			want = keptShortSlot(code, addr)
+			s.Keep = ShortJumpLen - in.Len
+		default:
 			return refuse("a %d-byte instruction not followed by padding", in.Len)
 		}
-		s.Covered, s.Dead = ShortJumpLen, ShortJumpLen-in.Len
 	}
-	if in.RelSize > 0 && in.Target > addr && in.Target < addr+uint64(s.Covered) {
+	foot := s.Covered + s.Keep // the bytes at addr the short jump occupies
+	if in.RelSize > 0 && in.Target > addr && in.Target < addr+uint64(foot) {
 		return refuse("the %v targets %#x inside the short jump", in.Kind, in.Target)
 	}
-	slots := append(findSlots(code, addr, s.Covered, isCode), backSlots(back, code, addr, isCode)...)
-	out := make([]Site, len(slots))
-	for i, slot := range slots {
-		out[i] = s
-		out[i].Slot = slot
+	var out []Site
+	add := func(slot uint64, host *Site) {
+		if want == 0 || slot == want {
+			v := s
+			v.Slot, v.Host = slot, host
+			out = append(out, v)
+		}
 	}
-	for _, host := range hostSites(back, code, addr, s.Covered, isCode) {
+	runs := append(findPadding(code, addr, foot, isCode), backPadding(back, code, addr, isCode)...)
+	for _, slot := range slotsIn(runs) {
+		add(slot, nil)
+	}
+	if want != 0 && len(out) == 0 {
+		// Any JumpLen bytes of padding will do, not only those JumpLen
+		// apart from the run's start.
+		for _, r := range runs {
+			if r.Start <= want && want+JumpLen <= r.End {
+				add(want, nil)
+				break
+			}
+		}
+	}
+	for _, host := range hostSites(back, code, addr, foot, isCode) {
 		h := host
-		v := s
-		v.Slot, v.Host = h.Addr+JumpLen, &h
-		out = append(out, v)
+		add(h.Addr+JumpLen, &h)
+	}
+	if len(out) == 0 && want != 0 {
+		return refuse("a 1-byte instruction whose short jump, keeping the next byte, goes to %#x: no padding or neighbour there", want)
 	}
 	if len(out) == 0 {
 		return refuse("no %d bytes of padding and no instruction of %d bytes within a short jump's reach", JumpLen, HostMinLen)
 	}
 	return out, nil
+}
+
+// keptShortSlot is where a short jump replacing a 1-byte instruction at
+// addr goes when its displacement byte is the next instruction's first
+// byte, left as it is (E9Patch's successor-preserving pun, with a rel8):
+// a thread arriving at that instruction runs it unchanged, and the pad
+// returns to it. Only a slot at exactly that address will do.
+func keptShortSlot(code []byte, addr uint64) uint64 {
+	return addr + ShortJumpLen + uint64(int64(int8(code[1])))
 }
 
 // HostMinLen is the shortest neighbour that can hold a slot: its own
@@ -141,17 +177,30 @@ func hostSites(back, code []byte, addr uint64, covered int, isCode CodeOracle) [
 	return out
 }
 
-// findSlots returns the addresses of JumpLen bytes of padding after a
-// ret or jmp, at or after addr+covered and within a short jump's reach
-// of addr, in order (see ShortSite).
-func findSlots(code []byte, addr uint64, covered int, isCode CodeOracle) []uint64 {
+// slotsIn returns the slots of JumpLen bytes each run of padding holds,
+// JumpLen apart from its start.
+func slotsIn(runs []Range) []uint64 {
 	var slots []uint64
+	for _, r := range runs {
+		for s := r.Start; s+JumpLen <= r.End; s += JumpLen {
+			slots = append(slots, s)
+		}
+	}
+	return slots
+}
+
+// findPadding returns the runs of padding after a ret or jmp, from
+// addr+covered on, where a slot can start within a short jump's reach
+// of addr (a run may end beyond the reach: the slot's start is what the
+// jump reaches), in order (see ShortSite).
+func findPadding(code []byte, addr uint64, covered int, isCode CodeOracle) []Range {
+	var runs []Range
 	limit := ShortJumpLen + ShortReach // the slot's start, at most
 	fellThrough := true                // every instruction so far follows addr's
 	for off := 0; off <= limit && off < len(code); {
 		in, err := DecodeInsn(code[off:], addr+uint64(off))
 		if err != nil {
-			return slots
+			return runs
 		}
 		off += in.Len
 		if !in.NoFallThrough() {
@@ -162,30 +211,32 @@ func findSlots(code []byte, addr uint64, covered int, isCode CodeOracle) []uint6
 		n, ok := deadPadding(code[off:], addr+uint64(off))
 		if !ok {
 			if !certain {
-				return slots // the decode may be off from here on
+				return runs // the decode may be off from here on
 			}
 			continue
 		}
-		for start := max(off, covered); certain && off+n-start >= JumpLen && start <= limit; start += JumpLen {
-			slots = append(slots, addr+uint64(start))
+		start, end := max(off, covered), off+n
+		end = min(end, limit+JumpLen) // slots start within reach
+		if certain && end-start >= JumpLen {
+			runs = append(runs, Range{addr + uint64(start), addr + uint64(end)})
 		}
 		off += n
 	}
-	return slots
+	return runs
 }
 
-// backSlots returns the addresses of JumpLen bytes of padding before
-// addr (back holds the bytes before it) that a short jump at addr
-// reaches, nearest first: padding after a ret or jmp isCode vouches
-// for, ending at or before addr.
-func backSlots(back, code []byte, addr uint64, isCode CodeOracle) []uint64 {
+// backPadding returns the runs of padding before addr (back holds the
+// bytes before it) where a slot a short jump at addr reaches fits,
+// nearest first: padding after a ret or jmp isCode vouches for, cut to
+// what the jump reaches and to end at or before addr.
+func backPadding(back, code []byte, addr uint64, isCode CodeOracle) []Range {
 	if isCode == nil || len(back) == 0 {
 		return nil
 	}
 	start := addr - uint64(len(back))
 	buf := append(append([]byte(nil), back...), code[:min(len(code), 16)]...)
 	lowest := addr + ShortJumpLen - 128 // a rel8's farthest reach back
-	var slots []uint64
+	var runs []Range
 	for p := len(back) - 1; p >= 0; p-- {
 		at := start + uint64(p)
 		if !isCode(at) {
@@ -197,11 +248,13 @@ func backSlots(back, code []byte, addr uint64, isCode CodeOracle) []uint64 {
 		}
 		end := p + in.Len
 		n, ok := deadPadding(buf[end:], start+uint64(end))
-		for s := end; ok && s+JumpLen <= end+n; s += JumpLen {
-			if slot := start + uint64(s); slot >= lowest && slot+JumpLen <= addr {
-				slots = append(slots, slot)
-			}
+		if !ok {
+			continue
+		}
+		lo, hi := max(start+uint64(end), lowest), min(start+uint64(end+n), addr)
+		if hi >= lo+JumpLen {
+			runs = append(runs, Range{lo, hi})
 		}
 	}
-	return slots
+	return runs
 }
