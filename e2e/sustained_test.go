@@ -378,46 +378,58 @@ func lanesResidentKB(t *testing.T, smaps string) int {
 
 // Threads started while a fast-tracepoint run collects get their lanes at
 // their start, their first 4 MiB allocated and mapped in the process
-// (fasttp's threadAhead), so their first hits take no page faults: with
-// three threads alive that did 1,000 hits each (8 KB of records), the
-// process has at least 12 MiB of the lanes resident. Left to the pads and
-// the drainer (before), it had the lanes' first 64 KiB and what the
-// drainer allocated ahead of the heads, 256 KiB to each. The frames and
-// the program's result are those of an untraced run's hits.
+// (fasttp's DefaultThreadAhead), so their first hits take no page faults:
+// with three threads alive that did 1,000 hits each (8 KB of records), the
+// process has at least 12 MiB of the lanes resident. With
+// --thread-lane-ahead=0 (as before) it has the lanes' first 64 KiB and
+// what the drainer allocated ahead of the heads, 256 KiB to each. The
+// frames and the program's result are those of an untraced run's hits
+// either way.
 func TestFastTraceLanesReadyAtThreadStart(t *testing.T) {
 	if isGdbserver(stubPath(t)) {
 		t.Skip("gotpstub's lanes")
 	}
-	const nthreads, hits = 3, 1000
+	const nthreads, hits, aheadKB = 3, 1000, 4 << 10
 	prog := buildProgram(t, "lanestart")
-	stub := startStub(t, []string{"--once"}, prog, strconv.Itoa(nthreads), strconv.Itoa(hits))
-	pid := stub.inferiorPid()
-	if pid == 0 {
-		t.Fatalf("no inferior pid in the stub's output:\n%s", stub.output.String())
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		ready bool // every thread's lane has its 4 MiB
+	}{
+		{"default", nil, true},
+		{"none", []string{"--thread-lane-ahead=0"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stub := startStub(t, append([]string{"--once"}, tc.flags...), prog, strconv.Itoa(nthreads), strconv.Itoa(hits))
+			pid := stub.inferiorPid()
+			if pid == 0 {
+				t.Fatalf("no inferior pid in the stub's output:\n%s", stub.output.String())
+			}
+			smaps := filepath.Join(t.TempDir(), "smaps")
+			script := strings.Join([]string{
+				"target remote " + stub.target(),
+				"break main", "continue",
+				"ftrace tp_site",
+				"tstart",
+				"break all_hit", "continue",
+				fmt.Sprintf("shell cat /proc/%d/smaps > %s", pid, smaps),
+				"tstatus",
+				"delete", "continue",
+			}, "\n")
+			out := runGDB(t, gdbSession{program: prog, commands: []string{script}})
+			mustContain(t, out, "Breakpoint 3, ")
+			b, err := os.ReadFile(smaps)
+			if err != nil {
+				t.Fatalf("the session's smaps dump: %v\n%s", err, out)
+			}
+			kb := lanesResidentKB(t, string(b))
+			if ready := kb >= nthreads*aheadKB; ready != tc.ready {
+				t.Errorf("%d KiB of the lanes resident in the process with %d threads alive; want 4 MiB for each of them: %v", kb, nthreads, tc.ready)
+			}
+			if frames := framesCollected(t, out); frames != nthreads*hits {
+				t.Errorf("%d frames, want %d", frames, nthreads*hits)
+			}
+			mustContain(t, stub.output.String(), fmt.Sprintf("sum=%d", nthreads*hits*(hits-1)/2))
+		})
 	}
-	smaps := filepath.Join(t.TempDir(), "smaps")
-	script := strings.Join([]string{
-		"target remote " + stub.target(),
-		"break main", "continue",
-		"ftrace tp_site",
-		"tstart",
-		"break all_hit", "continue",
-		fmt.Sprintf("shell cat /proc/%d/smaps > %s", pid, smaps),
-		"tstatus",
-		"delete", "continue",
-	}, "\n")
-	out := runGDB(t, gdbSession{program: prog, commands: []string{script}})
-	mustContain(t, out, "Breakpoint 3, ")
-	b, err := os.ReadFile(smaps)
-	if err != nil {
-		t.Fatalf("the session's smaps dump: %v\n%s", err, out)
-	}
-	const threadAheadKB = 4 << 10
-	if kb := lanesResidentKB(t, string(b)); kb < nthreads*threadAheadKB {
-		t.Errorf("%d KiB of the lanes resident in the process with %d threads alive, want at least %d", kb, nthreads, nthreads*threadAheadKB)
-	}
-	if frames := framesCollected(t, out); frames != nthreads*hits {
-		t.Errorf("%d frames, want %d", frames, nthreads*hits)
-	}
-	mustContain(t, stub.output.String(), fmt.Sprintf("sum=%d", nthreads*hits*(hits-1)/2))
 }

@@ -62,9 +62,12 @@ type Installer struct {
 	ringSet  bool   // SetRingSize was called: the lanes are exactly ringSize
 	draining bool   // the drainer goroutine runs
 	fsBase   bool   // pads may use rdfsbase (per-thread lanes)
-	tpLoad   bool   // without rdfsbase, pads read the thread pointer at %fs:0 (tcbSelfPointers)
-	nextSlot uint32
-	sites    map[*tracing.Tracepoint]*jumpSite
+	// threadAhead is how much of a new thread's lane threadStarted
+	// prepares (SetThreadLaneAhead).
+	threadAhead uint64
+	tpLoad      bool // without rdfsbase, pads read the thread pointer at %fs:0 (tcbSelfPointers)
+	nextSlot    uint32
+	sites       map[*tracing.Tracepoint]*jumpSite
 	// sitePages indexes sites by the granules (siteIndexPage) of the
 	// bytes they write: addSiteLocked and dropSiteLocked keep both.
 	sitePages map[uint64][]*jumpSite
@@ -269,6 +272,8 @@ func New(p *inferior.Process, e *tracing.Engine, traps TrapInstaller, logf func(
 		heldBack:  map[*tracing.Tracepoint]*jumpSite{},
 		faults:    map[uint64]uint64{},
 		ringSize:  DefaultRingSize,
+
+		threadAhead: DefaultThreadAhead,
 	}
 	p.AddTrapHook(in.trapHook)
 	p.SetFaultHook(in.faultHook)

@@ -8,18 +8,29 @@ import (
 	"gotpstub/tdesc"
 )
 
-// threadAhead is how much of a new thread's lane threadStarted has
-// allocated and mapped before the thread runs: what a tight loop of
+// DefaultThreadAhead is how much of a new thread's lane threadStarted
+// has allocated and mapped before the thread runs, unless
+// SetThreadLaneAhead says otherwise: what a tight loop of
 // compact records writes in its first 10-20 ms, or 3,500 `collect $regs`
 // records. It costs the new thread's start 2.5-4 ms here (1,024 pages
 // at 2.4-3.8 µs), once per lane: a lane keeps its pages for the next
 // thread that claims it.
-const threadAhead = 4 << 20
+const DefaultThreadAhead = 4 << 20
+
+// SetThreadLaneAhead sets how many bytes of a new thread's lane the
+// stub allocates and maps before the thread runs (rounded down to
+// pages; 0: none, the thread starts at once and its pads fault the
+// lane's pages in).
+func (in *Installer) SetThreadLaneAhead(n uint64) {
+	in.mu.Lock()
+	in.threadAhead = n
+	in.mu.Unlock()
+}
 
 // threadStarted is the process's thread start hook (on the ptrace
 // goroutine, the new thread stopped before its first instruction). While
 // a run collects, it claims the thread's lane now and has its first
-// threadAhead bytes (no more than the run's linear buffer takes)
+// in.threadAhead bytes (no more than the run's linear buffer takes)
 // allocated and mapped in the process, so that the thread's first lap
 // takes no page faults. Left to the pads and the drainer, that lap cost
 // every thread a fault per 4 KiB whenever the program's threads kept
@@ -54,7 +65,10 @@ func (in *Installer) threadStarted(s *inferior.Stopped) {
 	if !ok {
 		return // every owned lane is taken: the shared one
 	}
-	want := min(l.laneSize, threadAhead)
+	want := min(l.laneSize, in.threadAhead) &^ 4095
+	if want == 0 {
+		return
+	}
 	if in.runRoom > 0 {
 		want = min(want, (in.runRoom+4095)&^4095)
 	}

@@ -57,6 +57,10 @@ type Config struct {
 	// TraceRingSize is the size of the ring fast tracepoints write to
 	// inside the inferior (--trace-ring-size); 0 means fasttp's default.
 	TraceRingSize uint64
+	// ThreadLaneAhead is how much of a new thread's lane the stub
+	// prepares before the thread runs (--thread-lane-ahead); nil means
+	// fasttp's default.
+	ThreadLaneAhead *uint64
 	// FtraceShapes restricts the jump shapes fast tracepoints may take
 	// (--ftrace-shapes); nil allows all.
 	FtraceShapes map[fasttp.Shape]bool
@@ -237,6 +241,9 @@ func (s *Server) setProcess(p *inferior.Process, attached bool) {
 		if err := s.traps.SetRingSize(s.cfg.TraceRingSize); err != nil {
 			s.logf("%v", err)
 		}
+	}
+	if n := s.cfg.ThreadLaneAhead; n != nil {
+		s.traps.SetThreadLaneAhead(*n)
 	}
 	s.trace.SetInstaller(s.traps)
 	s.markers = &markerSource{pid: p.Pid()}

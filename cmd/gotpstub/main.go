@@ -95,6 +95,12 @@ Debug options:
                         default: four times gdb's trace-buffer-size, 8 to
                         32 MiB). A hit that finds its lane full is
                         dropped and counted in tstatus' notes.
+  --thread-lane-ahead=N Bytes of a new thread's lane the stub allocates
+                        and maps before the thread runs, while a run
+                        with fast tracepoints collects (default 4 MiB,
+                        about 4 ms of the thread's start, once per lane;
+                        0: none, the thread starts at once and its pads
+                        take the page faults of the lane's first lap).
   --ftrace-shapes=LIST  Jump shapes fast tracepoints may take, comma-
                         separated: plain, kept (successor-preserving
                         pun), short (jmp rel8 to padding or into a
@@ -142,6 +148,7 @@ type options struct {
 	disableRandomization           bool
 	disabled                       []string
 	traceRingSize                  uint64
+	threadLaneAhead                *uint64
 	ftraceShapes                   map[fasttp.Shape]bool
 	comm                           string
 	rest                           []string
@@ -197,6 +204,12 @@ func parseArgs(args []string) (*options, error) {
 				return o, fmt.Errorf("%s: want a power of two between %d and %d bytes", a, fasttp.MinRingSize, 1<<30)
 			}
 			o.traceRingSize = n
+		case strings.HasPrefix(a, "--thread-lane-ahead="):
+			n, err := strconv.ParseUint(strings.TrimPrefix(a, "--thread-lane-ahead="), 0, 64)
+			if err != nil || n > 1<<30 {
+				return o, fmt.Errorf("%s: want a number of bytes up to %d", a, 1<<30)
+			}
+			o.threadLaneAhead = &n
 		case strings.HasPrefix(a, "--ftrace-shapes="):
 			shapes, err := fasttp.ParseShapes(strings.TrimPrefix(a, "--ftrace-shapes="))
 			if err != nil {
@@ -313,6 +326,7 @@ func run(args []string) int {
 		NoSave:               o.noSave,
 		SaveDir:              o.saveDir,
 		TraceRingSize:        o.traceRingSize,
+		ThreadLaneAhead:      o.threadLaneAhead,
 		FtraceShapes:         o.ftraceShapes,
 		Progress:             os.Stderr,
 	}
