@@ -185,7 +185,11 @@
 // stay in order), hands them to tracing.Engine.FastHits in one batch (one
 // lock of the trace buffer; a record that collected nothing becomes a
 // frame without a builder), then zeroes the consumed bytes and publishes
-// the lanes' tails. It looks at the lanes every 50 to 500 µs but drains
+// the lanes' tails. It looks at the lanes every 50 to 500 µs while the
+// pads write, backing off to 20 ms while they do not (a run's start and a
+// new thread's wake it at once: an eventfd), and sleeps in the kernel
+// with a 100 µs slice (sched_setattr), so that it gets a CPU at once when
+// the program's threads keep every one busy; it drains
 // only when a pass is due (drainDue): a lane a quarter full, more than a
 // linear trace buffer can still take, a pad's stop, or records 100 ms
 // old; until then it stays off the program's CPUs (a program that keeps

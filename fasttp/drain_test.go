@@ -465,3 +465,61 @@ func TestShortSlice(t *testing.T) {
 		t.Errorf("se.slice %d ns after shortSlice (%d before), want %d", after, before, drainerSlice)
 	}
 }
+
+// The drainer backs off to maxBusySleep while the pads write and to
+// maxIdleSleep when they do not; a look that finds writes again brings
+// a long sleep back down at once.
+func TestNextSleep(t *testing.T) {
+	tests := []struct {
+		sleep time.Duration
+		moved bool
+		want  time.Duration
+	}{
+		{minIdleSleep, true, 2 * minIdleSleep},
+		{maxBusySleep, true, maxBusySleep},
+		{maxIdleSleep, true, maxBusySleep},
+		{maxBusySleep, false, 2 * maxBusySleep},
+		{maxIdleSleep, false, maxIdleSleep},
+	}
+	for _, tc := range tests {
+		if got := nextSleep(tc.sleep, tc.moved); got != tc.want {
+			t.Errorf("nextSleep(%v, moved %v) = %v, want %v", tc.sleep, tc.moved, got, tc.want)
+		}
+	}
+}
+
+// A run that starts collecting wakes the drainer from its sleep
+// (setActiveLocked writes its eventfd); without a wake it sleeps its
+// time out.
+func TestDrainerWake(t *testing.T) {
+	in := &Installer{}
+	w := in.drainerWake()
+	if w <= 0 {
+		t.Skip("no eventfd here")
+	}
+	defer in.closeDrainerWake()
+	start := time.Now()
+	if w.sleep(20 * time.Millisecond) {
+		t.Fatal("woken with nobody waking it")
+	}
+	if d := time.Since(start); d < 20*time.Millisecond {
+		t.Fatalf("slept %v of 20 ms", d)
+	}
+	woke := make(chan bool)
+	go func() { woke <- w.sleep(time.Minute) }()
+	time.Sleep(10 * time.Millisecond)
+	in.mu.Lock()
+	in.setActiveLocked(true)
+	in.mu.Unlock()
+	select {
+	case ok := <-woke:
+		if !ok {
+			t.Error("the sleep ended without reporting the wake")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a run's start did not wake the drainer")
+	}
+	if w.sleep(time.Millisecond) {
+		t.Error("a second sleep saw the same wake")
+	}
+}

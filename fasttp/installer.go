@@ -128,6 +128,11 @@ type Installer struct {
 	// records reach the engine once and in order, and every look at the
 	// lanes that allocates ahead (lanes.populate: backlog, drain).
 	drainMu sync.Mutex
+	// lookMoved says whether the drainer's last look found a lane
+	// written since the look before (drainDue; paces the drainer).
+	lookMoved atomic.Bool
+	// wakeFD is the drainer's eventfd (drainerWake; 0: not made yet).
+	wakeFD  wakeFD
 	drained []*RingRecord        // drain's buffer, reused
 	hits    []tracing.FastRecord // resolve's buffer, reused
 	stats   dropStats
@@ -746,6 +751,9 @@ func (in *Installer) writeJump(site Site, pad uint64) error {
 func (in *Installer) setActiveLocked(on bool) {
 	if in.lanes != nil {
 		in.lanes.setActive(on)
+	}
+	if on {
+		in.wakeFD.wake()
 	}
 }
 

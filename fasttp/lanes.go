@@ -55,6 +55,7 @@ type lanes struct {
 	// populate leaves the pages to them.
 	cpus    int
 	busy    bool // populate's last verdict: the writers took every CPU
+	writers int  // lanes whose heads moved since the look before populate's last
 	pid     int  // the process, for mapInProcess (0: none, unit tests)
 	scratch [][]RingRecord
 	// next is, per lane, the tail after the records of the last drain,
@@ -312,7 +313,8 @@ const (
 
 // populateRate is how many times what the pads wrote into a lane since
 // the stub's last look it allocates ahead of the lane's head: the stub
-// looks again within 500 µs, the pads' rate may have grown meanwhile.
+// looks again within 500 µs while the pads write, their rate may have
+// grown meanwhile.
 const populateRate = 4
 
 // populate allocates, for each lane, the pages its pads will reach next
@@ -334,6 +336,7 @@ func (l *lanes) populate(heads []uint64) {
 			writers++
 		}
 	}
+	l.writers = writers
 	if writers > 0 {
 		// No lane moved (a second call in the same look, or a program
 		// that paused) keeps the last look's verdict.

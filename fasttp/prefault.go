@@ -13,7 +13,7 @@ const prefaultBudget = 128 << 20
 // pointer, where the pads' search finds it; entries of threads gone are
 // freed) and has the process map the first startAhead bytes of those
 // lanes (inferior.Populate), up to prefaultBudget in all. The drainer,
-// which looks at the lanes within 500 µs, then keeps pages mapped ahead
+// which a run's start wakes, then keeps pages mapped ahead
 // of each lane's head and gives the lanes no thread owns yet their first
 // spareHead bytes (lanes.populate), unless the program's writing threads
 // take every CPU. A page a pad touches first costs the program a page
@@ -65,14 +65,16 @@ func (in *Installer) prefaultLocked() {
 
 // startAhead is how much of each owned lane prefaultLocked has the
 // process map: what a tight loop writes before the drainer's first look
-// (500 µs; about 0.5 MB of small records), twice over.
+// (woken at the run's start: within 500 µs; about 0.5 MB of small
+// records), twice over.
 const startAhead = 1 << 20
 
 // spareHead is how much of each lane no thread owns yet the drainer has
 // the process map (populateAhead): a thread started after tstart, which
-// claims its lane at its first hit, then writes its first records
-// without page faults while the drainer, which looks at the lanes every
-// 50 to 500 µs, has not yet seen it. About 60 records of a kilobyte
+// claims its lane at its first hit when its start came before the run's
+// (threadStarted prepares the lanes of threads started during the run),
+// then writes its first records without page faults while the drainer
+// has not yet seen it. About 60 records of a kilobyte
 // (collect $regs with the vector state), 8,192 compact ones. All 65
 // lanes' take 1-2 ms of the drainer's first look.
 const spareHead = 64 << 10

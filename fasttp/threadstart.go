@@ -53,6 +53,9 @@ func (in *Installer) threadStarted(s *inferior.Stopped) {
 	if l == nil || l.pid == 0 || load64(l.ctl(), jit.CtlActive) == 0 || !(in.fsBase || in.tpLoad) {
 		return
 	}
+	// A thread starting while a run collects may start hitting at once:
+	// the drainer, perhaps deep in an idle sleep, looks again soon.
+	defer in.wakeFD.wake()
 	regs, err := s.Registers()
 	if err != nil {
 		return
