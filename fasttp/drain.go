@@ -184,8 +184,8 @@ func (in *Installer) drainDue(since time.Duration) bool {
 		return true
 	}
 	in.drainMu.Lock() // backlog looks at the lanes like a drain (populate)
-	backlog := l.backlog()
-	in.lookMoved.Store(l.writers > 0)
+	backlog, moved := l.backlog()
+	in.lookMoved.Store(moved)
 	in.drainMu.Unlock()
 	if backlog == 0 {
 		return false
@@ -226,14 +226,16 @@ func (in *Installer) bufferFilledLocked(l *lanes) bool {
 func (in *Installer) endRunIfFull(more bool) {
 	in.mu.Lock()
 	full := in.fullPending && !more
+	var spent, room uint64
 	if full {
 		in.fullPending = false
+		if in.lanes != nil {
+			spent, room = in.lanes.spent(), in.runRoom
+		}
 	}
 	in.mu.Unlock()
 	if full {
-		if l := in.lanes; l != nil {
-			in.logf("fast tracepoints: the linear buffer is full: the pads wrote %d bytes of records for its %d bytes of room", l.spent(), in.runRoom)
-		}
+		in.logf("fast tracepoints: the linear buffer is full: the pads wrote %d bytes of records for its %d bytes of room", spent, room)
 		in.engine.FastBufferFull()
 	}
 }

@@ -55,7 +55,6 @@ type lanes struct {
 	// populate leaves the pages to them.
 	cpus    int
 	busy    bool // populate's last verdict: the writers took every CPU
-	writers int  // lanes whose heads moved since the look before populate's last
 	pid     int  // the process, for mapInProcess (0: none, unit tests)
 	scratch [][]RingRecord
 	// next is, per lane, the tail after the records of the last drain,
@@ -256,17 +255,16 @@ func (l *lanes) owner(i int) uint64 {
 }
 
 // backlog returns the most bytes any lane holds that the stub has not
-// consumed (a lane's head less its tail).
-// It also allocates the pages the pads will reach next (populate),
-// whether or not the stub drains now.
-func (l *lanes) backlog() uint64 {
+// consumed (a lane's head less its tail), and whether a lane was written
+// since the last look. It also allocates the pages the pads will reach
+// next (populate), whether or not the stub drains now.
+func (l *lanes) backlog() (most uint64, moved bool) {
 	heads := l.readHeads()
-	l.populate(heads)
-	var most uint64
+	moved = l.populate(heads) > 0
 	for i, tail := range l.tails {
 		most = max(most, heads[i]-tail)
 	}
-	return most
+	return most, moved
 }
 
 // readHeads returns every lane's head (jit.LaneHead) as it is now, in a
@@ -328,15 +326,14 @@ const populateRate = 4
 // stub; when the program's writing threads keep every CPU busy the
 // stub's work only takes their CPU from them (two threads on two CPUs
 // paid 1.7-2 times one thread's cost per hit that way), and the pads
-// fault the pages in themselves.
-func (l *lanes) populate(heads []uint64) {
-	writers := 0
+// fault the pages in themselves. It returns how many lanes were written
+// since the last look.
+func (l *lanes) populate(heads []uint64) (writers int) {
 	for i, h := range heads {
 		if h != l.seen[i] {
 			writers++
 		}
 	}
-	l.writers = writers
 	if writers > 0 {
 		// No lane moved (a second call in the same look, or a program
 		// that paused) keeps the last look's verdict.
@@ -350,6 +347,7 @@ func (l *lanes) populate(heads []uint64) {
 		}
 		l.populateAhead(i, h)
 	}
+	return writers
 }
 
 // populateAhead allocates the pages of lane i the writer will reach next
@@ -379,9 +377,14 @@ func (l *lanes) populateAhead(i int, head uint64) {
 	if head > 0 {
 		ahead = min(max(populateRate*grown, populateMin), populateBytes)
 	}
-	target := min(l.laneSize, (head+ahead+4095)&^4095)
-	// A step at a time, each mapped in the process as soon as it is
-	// allocated: the writer may be close behind.
+	l.allocate(i, min(l.laneSize, (head+ahead+4095)&^4095))
+}
+
+// allocate allocates lane i's pages up to target bytes from its start
+// (madvise MADV_POPULATE_WRITE on the stub's view) and maps them in the
+// process, a step at a time, each mapped as soon as it is allocated: the
+// writer may be close behind.
+func (l *lanes) allocate(i int, target uint64) {
 	for from := l.populated[i]; from < target; {
 		to := min(target, from+populateStep)
 		_ = unix.Madvise(l.data(i)[from:to], unix.MADV_POPULATE_WRITE) // older kernels: EINVAL, harmless

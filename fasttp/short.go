@@ -1,6 +1,9 @@
 package fasttp
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // ShortJumpLen is the length of the `jmp rel8` a short-jump site gets.
 const ShortJumpLen = 2
@@ -87,18 +90,12 @@ func ShortSites(back, code []byte, addr uint64, isCode CodeOracle) ([]Site, erro
 		}
 	}
 	runs := append(findPadding(code, addr, foot, isCode), backPadding(back, code, addr, isCode)...)
-	for _, slot := range slotsIn(runs) {
-		add(slot, nil)
-	}
-	if want != 0 && len(out) == 0 {
-		// Any JumpLen bytes of padding will do, not only those JumpLen
-		// apart from the run's start.
-		for _, r := range runs {
-			if r.Start <= want && want+JumpLen <= r.End {
-				add(want, nil)
-				break
-			}
+	if want == 0 {
+		for _, slot := range slotsIn(runs) {
+			add(slot, nil)
 		}
+	} else if slices.ContainsFunc(runs, func(r Range) bool { return r.Start <= want && want+JumpLen <= r.End }) {
+		add(want, nil) // any JumpLen bytes of a run will do
 	}
 	for _, host := range hostSites(back, code, addr, foot, isCode) {
 		h := host

@@ -1,8 +1,6 @@
 package fasttp
 
 import (
-	"golang.org/x/sys/unix"
-
 	"gotpstub/inferior"
 	"gotpstub/jit"
 	"gotpstub/tdesc"
@@ -91,11 +89,8 @@ func (l *lanes) totalPopulated() uint64 {
 }
 
 // prepare allocates lane i's first n bytes (those not allocated yet) and
-// maps them in the process.
+// has the process map all n.
 func (l *lanes) prepare(i int, n uint64) {
-	if l.populated[i] < n {
-		_ = unix.Madvise(l.data(i)[l.populated[i]:n], unix.MADV_POPULATE_WRITE) // older kernels: EINVAL, harmless
-		l.populated[i] = n
-	}
+	l.allocate(i, n)
 	l.mapInProcess(i, 0, n)
 }

@@ -24,7 +24,18 @@ THREADS=${THREADS:-8}
 IPA=${IPA:-/usr/lib/libinproctrace.so}
 [ -f "$IPA" ] || { echo "bench-threadstart.sh: needs gdbserver's in-process agent ($IPA)" >&2; exit 2; }
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+stub_pid=
+cleanup() {
+	if [ -n "$stub_pid" ]; then stop_stub; fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+fail() {
+	echo "bench-threadstart.sh: FAIL: $*" >&2
+	exit 1
+}
+# shellcheck source=scripts/stub-lib.sh
+. scripts/stub-lib.sh
 if [ -z "${STUBS:-}" ]; then
 	go build -o bin/gotpstub ./cmd/gotpstub
 	STUBS="bin/gotpstub /usr/bin/gdbserver"
@@ -44,14 +55,12 @@ field() { sed -n "s/.*$1=\([0-9][0-9]*\).*/\1/p" "$2" | tail -n 1; }
 
 # session STUB: one traced run; prints "start_us max_us".
 session() {
-	local stub=$1 log=$work/stub.log port=$((30000 + RANDOM % 5000))
-	"$stub" --wrapper env "LD_PRELOAD=$IPA" -- --once "127.0.0.1:$port" "$prog" "$THREADS" >"$log" 2>&1 &
-	local pid=$!
-	for _ in $(seq 200); do grep -q "Listening on port" "$log" && break; sleep 0.05; done
+	local stub=$1 log=$work/stub.log
+	start_listening "$log" "$stub" --wrapper env "LD_PRELOAD=$IPA" -- --once @ADDR@ "$prog" "$THREADS"
 	timeout 120 gdb -batch -nx -ex "set sysroot /" -ex "target remote 127.0.0.1:$port" \
 		-x "$work/session.gdb" "$prog" >"$work/gdb.out" 2>&1 || true
-	wait "$pid" 2>/dev/null || true
-	grep -q "Fast tracepoint 2 at" "$work/gdb.out" || { cat "$work/gdb.out" >&2; echo "$stub: no fast tracepoint" >&2; exit 1; }
+	wait_stub
+	grep -q "Fast tracepoint 2 at" "$work/gdb.out" || { cat "$work/gdb.out" >&2; fail "$stub: no fast tracepoint"; }
 	echo "$(field start_us "$log") $(field max_us "$log")"
 }
 
