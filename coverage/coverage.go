@@ -65,12 +65,16 @@ type Report struct {
 	// (fasttp.ShortSite); Neighbour, short jumps to a slot inside a
 	// neighbour instruction evicted to a trampoline; neither is in Plain
 	// or Punned.
-	Short                   int    `json:"short"`
-	Neighbour               int    `json:"neighbour"`
-	BranchTargetOverwritten int    `json:"branch_target_overwritten"`
-	Entries                 int    `json:"entries"`
-	EntryJump               int    `json:"entry_jump"`
-	Traps                   []Trap `json:"traps"`
+	Short                   int `json:"short"`
+	Neighbour               int `json:"neighbour"`
+	BranchTargetOverwritten int `json:"branch_target_overwritten"`
+	// AfterPush counts function entries whose jump goes after the
+	// entry's push (fasttp.LeadSites: only where nothing else fits and
+	// no known branch targets the next instruction); not in the others.
+	AfterPush int    `json:"after_push"`
+	Entries   int    `json:"entries"`
+	EntryJump int    `json:"entry_jump"`
+	Traps     []Trap `json:"traps"`
 	// Reasons counts the traps by reason (the reason's first words).
 	Reasons map[string]int `json:"reasons"`
 }
@@ -148,6 +152,11 @@ func (r *Report) function(fn fasttp.Function, free []fasttp.Range, targets map[u
 		back := append(append([]byte(nil), fn.Before...), fn.Code[:off]...)
 		back = back[len(back)-min(len(back), fasttp.ShortBackLen):]
 		site, err := placeSite(back, fn.Code[off:], in.Addr, free, isCode)
+		if err != nil && entry && len(insns) > 1 && !targets[insns[1].Addr] {
+			if lead, lerr := placeLead(back, fn.Code[off:], in.Addr, free, isCode); lerr == nil {
+				site, err = lead, nil
+			}
+		}
 		if err != nil {
 			r.trap(in.Addr, err)
 			continue
@@ -164,6 +173,10 @@ func (r *Report) function(fn fasttp.Function, free []fasttp.Range, targets map[u
 		}
 		if overwritesTarget(site, targets) {
 			r.BranchTargetOverwritten++
+		}
+		if site.Lead > 0 {
+			r.AfterPush++
+			continue
 		}
 		r.count(site, targets)
 	}
@@ -208,6 +221,12 @@ func placeSite(back, code []byte, addr uint64, free []fasttp.Range, isCode fastt
 	if err != nil {
 		return fasttp.Site{}, err
 	}
+	return firstPlaced(cands, free)
+}
+
+// firstPlaced returns the first of cands that gets a pad address, or the
+// first candidate's error.
+func firstPlaced(cands []fasttp.Site, free []fasttp.Range) (fasttp.Site, error) {
 	var first error
 	for _, c := range cands {
 		if len(c.Forced) > 0 && forcedEntryFits(c, free) {
@@ -222,6 +241,16 @@ func placeSite(back, code []byte, addr uint64, free []fasttp.Range, isCode fastt
 		}
 	}
 	return fasttp.Site{}, first
+}
+
+// placeLead plans the jump after the push at a function's entry addr
+// (fasttp.LeadSites), as the installer does where nothing else fits.
+func placeLead(back, code []byte, addr uint64, free []fasttp.Range, isCode fasttp.CodeOracle) (fasttp.Site, error) {
+	cands, err := fasttp.LeadSites(back, code, addr, isCode)
+	if err != nil {
+		return fasttp.Site{}, err
+	}
+	return firstPlaced(cands, free)
 }
 
 // forcedEntryFits reports whether site, whose jump displacement has

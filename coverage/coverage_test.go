@@ -2,6 +2,7 @@ package coverage
 
 import (
 	"debug/elf"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -12,11 +13,17 @@ import (
 // and a function that is a lone ret) with the given flags.
 func build(t *testing.T, flags ...string) string {
 	t.Helper()
+	return buildSource(t, "cycles", flags...)
+}
+
+// buildSource compiles testdata/NAME.c with -O2 and the given flags.
+func buildSource(t *testing.T, name string, flags ...string) string {
+	t.Helper()
 	if _, err := exec.LookPath("gcc"); err != nil {
 		t.Skip("no gcc")
 	}
-	out := filepath.Join(t.TempDir(), "cycles")
-	args := append([]string{"-O2", "-o", out, "../testdata/cycles.c"}, flags...)
+	out := filepath.Join(t.TempDir(), name)
+	args := append([]string{"-O2", "-o", out, "../testdata/" + name + ".c"}, flags...)
 	if b, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, b)
 	}
@@ -55,7 +62,7 @@ func TestFile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.Jump+len(r.Traps) != r.Instructions || r.Plain+r.Kept+r.Short+r.Neighbour+r.Evicted+r.Punned != r.Jump || r.EntryJump > r.Entries || r.Entries < 3 {
+			if r.Jump+len(r.Traps) != r.Instructions || r.Plain+r.Kept+r.Short+r.Neighbour+r.Evicted+r.Punned+r.AfterPush != r.Jump || r.EntryJump > r.Entries || r.Entries < 3 {
 				t.Fatalf("inconsistent report %+v", r)
 			}
 			trapAt := map[uint64]string{}
@@ -83,5 +90,24 @@ func TestFile(t *testing.T) {
 	}
 	if _, err := File("/nonexistent"); err == nil {
 		t.Error("no error for a missing file")
+	}
+}
+
+// TestAfterPush: afterpush.c's after_push, non-PIE, gets no jump at its
+// entry but one after its push, counted apart from the other shapes.
+func TestAfterPush(t *testing.T) {
+	prog := buildSource(t, "afterpush", "-no-pie", "-fno-PIE")
+	r, err := File(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := symbol(t, prog, "after_push")
+	for _, tr := range r.Traps {
+		if tr.Addr == fmt.Sprintf("%#x", entry) {
+			t.Errorf("after_push's entry is a trap: %s", tr.Reason)
+		}
+	}
+	if r.AfterPush == 0 || r.EntryJump != r.Entries || r.BranchTargetOverwritten != 0 {
+		t.Errorf("%d jumps after a push, %d of %d entries, %d overwritten branch targets", r.AfterPush, r.EntryJump, r.Entries, r.BranchTargetOverwritten)
 	}
 }

@@ -732,3 +732,61 @@ monitor ftrace`, "calls_done", "continue")
 	}
 	mustContain(t, stub.output.String(), fmt.Sprintf("sum=%d", want))
 }
+
+func TestFastTraceAfterPush(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gotpstub's placement")
+	}
+	const calls = 300
+	// Non-PIE: every shape at after_push's entry puts the pad below
+	// address 0 or its slot across two instructions; the jump goes after
+	// the push, and the frames must still show the entry's registers.
+	prog := buildC(t, filepath.Join(t.TempDir(), "afterpush"), []string{"afterpush.c"}, "-no-pie")
+	out, stub := traceSessionFlags(t, []string{"--once"}, prog, []string{strconv.Itoa(calls)}, `
+ftrace *after_push
+actions
+collect $regs, *(long *)$rsp
+end
+tstart
+monitor ftrace`, "calls_done", `
+tfind 0
+printf "pc-entry=%d\n", $pc - (long)&after_push
+x/a $sp
+printf "rdi=%d\n", $rdi
+tfind 7
+printf "rdi=%d\n", $rdi
+tfind none
+continue`)
+	mustMatch(t, out, `tracepoint 2 at 0x[0-9a-f]+: [a-z -]+ jump over \d+ bytes \(\d+ instructions\), pad at 0x[0-9a-f]+ \(\d+ bytes\), .*at 0x[0-9a-f]+ after the push left in place`)
+	if frames := framesCollected(t, out); frames != calls {
+		t.Errorf("%d frames, want %d (one per call)", frames, calls)
+	}
+	mustContain(t, out, "pc-entry=0")
+	// The entry's rsp: the return address into main, not the pushed rbx.
+	mustMatch(t, out, `0x[0-9a-f]+:\s+0x[0-9a-f]+ <main\+\d+>`)
+	mustContain(t, out, "rdi=0\n")
+	mustContain(t, out, "rdi=7\n")
+	mustContain(t, stub.output.String(), fmt.Sprintf("sum=%d bumps=%d", calls*(calls+1)/2, calls))
+}
+
+// TestFastTraceAfterPushShared: a second fast tracepoint on the
+// instruction after the push takes the bytes the first one's jump needs:
+// the first becomes a trap at the entry, the second gets the jump, and
+// each counts every call.
+func TestFastTraceAfterPushShared(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gotpstub's placement")
+	}
+	const calls = 200
+	prog := buildC(t, filepath.Join(t.TempDir(), "afterpush"), []string{"afterpush.c"}, "-no-pie")
+	out, _ := traceSessionFlags(t, []string{"--once"}, prog, []string{strconv.Itoa(calls)}, `
+ftrace *after_push
+ftrace *after_push+1
+tstart
+monitor ftrace`, "calls_done", "")
+	mustMatch(t, out, `tracepoint 2 at 0x[0-9a-f]+: trap \(int3\) instead of a jump: another tracepoint shares its bytes`)
+	mustMatch(t, out, `tracepoint 3 at 0x[0-9a-f]+: [a-z -]+ jump over`)
+	if frames := framesCollected(t, out); frames != 2*calls {
+		t.Errorf("%d frames, want %d (two per call)", frames, 2*calls)
+	}
+}

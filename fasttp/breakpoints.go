@@ -108,8 +108,8 @@ func (in *Installer) mayPlaceAgain(tp *tracing.Tracepoint) bool {
 		site = held.site // the jump to put back
 	}
 	in.mu.Unlock()
-	end := tp.Addr + uint64(site.Covered)
-	if _, ok := in.breakInside(tp.Addr, uint64(site.Footprint())); ok {
+	start, end := site.Start(), site.Resume()
+	if _, ok := in.breakInside(start, uint64(site.Span())); ok {
 		return false
 	}
 	if at, n := secondPatch(site); n > 0 {
@@ -119,7 +119,7 @@ func (in *Installer) mayPlaceAgain(tp *tracing.Tracepoint) bool {
 	}
 	inside := false
 	err = in.proc.RelocatePCs(func(_ int, pc uint64) (uint64, bool) {
-		inside = inside || (pc > tp.Addr && pc < end)
+		inside = inside || (pc > start && pc < end)
 		return 0, false
 	})
 	return err == nil && !inside
@@ -177,7 +177,7 @@ func (in *Installer) repatch(s *jumpSite) error {
 	s.keepOwn = false
 	s.patched = true
 	for _, off := range s.site.Puns {
-		head := s.tp.Addr + uint64(off)
+		head := s.site.Addr + uint64(off)
 		if err := in.proc.InsertInternalTrap(head); err != nil {
 			_ = in.unpatch(s)
 			return fmt.Errorf("trapping the covered instruction at %#x: %w", head, err)

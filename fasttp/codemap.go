@@ -95,22 +95,31 @@ func DecodeFunction(fn Function) (insns []Insn, stuck uint64, stuckErr error) {
 
 // codeMap answers CodeOracle questions about one process: addr starts
 // an instruction when the linear decode of the function symbol holding
-// it (in the ELF file mapped there) has an instruction there. The memory
-// map (read again when an address is in none of its files), files and
-// decoded functions are cached; a file without symbols vouches for
-// nothing.
+// it (in the ELF file mapped there) has an instruction there. It also
+// tells a function's entry from the targets of the function's direct
+// branches (pushEntry). The memory map (read again when an address is in
+// none of its files), files and decoded functions are cached; a file
+// without symbols vouches for nothing.
 type codeMap struct {
-	pid    int
-	mu     sync.Mutex
-	maps   []fileMapping
-	files  map[string][]Function       // by path, at link addresses
-	starts map[funcKey]map[uint64]bool // each decoded function's instruction starts
+	pid   int
+	mu    sync.Mutex
+	maps  []fileMapping
+	files map[string][]Function // by path, at link addresses
+	facts map[funcKey]funcFacts // each decoded function's
 }
 
 // funcKey names a function: its file and link address.
 type funcKey struct {
 	path string
 	addr uint64
+}
+
+// funcFacts is what the linear decode of a function shows, at link
+// addresses.
+type funcFacts struct {
+	entry   uint64
+	starts  map[uint64]bool // instruction starts
+	targets map[uint64]bool // the function's direct branches' targets
 }
 
 // fileMapping is a mapping of a file in the process.
@@ -123,16 +132,32 @@ type fileMapping struct {
 }
 
 func newCodeMap(pid int) *codeMap {
-	return &codeMap{pid: pid, files: map[string][]Function{}, starts: map[funcKey]map[uint64]bool{}}
+	return &codeMap{pid: pid, files: map[string][]Function{}, facts: map[funcKey]funcFacts{}}
 }
 
 // insnStart reports whether addr is known to start an instruction.
 func (m *codeMap) insnStart(addr uint64) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	f, v, ok := m.factsAt(addr)
+	return ok && f.starts[v]
+}
+
+// pushEntry reports whether addr is a function symbol's entry and no
+// direct branch of that function targets next (LeadSites).
+func (m *codeMap) pushEntry(addr, next uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f, v, ok := m.factsAt(addr)
+	return ok && v == f.entry && !f.targets[v+(next-addr)]
+}
+
+// factsAt returns the facts of the function symbol holding addr, and
+// addr's link address.
+func (m *codeMap) factsAt(addr uint64) (funcFacts, uint64, bool) {
 	path, bias, ok := m.mappingOf(addr)
 	if !ok {
-		return false
+		return funcFacts{}, 0, false
 	}
 	funcs, ok := m.files[path]
 	if !ok {
@@ -147,18 +172,27 @@ func (m *codeMap) insnStart(addr uint64) bool {
 			continue
 		}
 		key := funcKey{path, fn.Addr}
-		starts, ok := m.starts[key]
+		f, ok := m.facts[key]
 		if !ok {
-			starts = map[uint64]bool{}
-			insns, _, _ := DecodeFunction(fn)
-			for _, in := range insns {
-				starts[in.Addr] = true
-			}
-			m.starts[key] = starts
+			f = decodeFacts(fn)
+			m.facts[key] = f
 		}
-		return starts[v]
+		return f, v, true
 	}
-	return false
+	return funcFacts{}, 0, false
+}
+
+// decodeFacts decodes fn linearly.
+func decodeFacts(fn Function) funcFacts {
+	f := funcFacts{entry: fn.Addr, starts: map[uint64]bool{}, targets: map[uint64]bool{}}
+	insns, _, _ := DecodeFunction(fn)
+	for _, in := range insns {
+		f.starts[in.Addr] = true
+		if in.RelSize != 0 {
+			f.targets[in.Target] = true
+		}
+	}
+	return f
 }
 
 // readFunctions returns the function symbols of the ELF file at path
@@ -238,14 +272,12 @@ func loadBias(path string, start, off uint64) (uint64, bool) {
 	return 0, false
 }
 
-// codeOracle returns what vouches for code bytes in the process (see
-// CodeOracle).
-func (in *Installer) codeOracle() CodeOracle {
+// codeMap returns the process's code map, made on first use.
+func (in *Installer) codeMap() *codeMap {
 	in.mu.Lock()
+	defer in.mu.Unlock()
 	if in.code == nil {
 		in.code = newCodeMap(in.proc.Pid())
 	}
-	m := in.code
-	in.mu.Unlock()
-	return m.insnStart
+	return in.code
 }

@@ -79,7 +79,17 @@
 // written only when a CodeOracle vouches for them: the installer's
 // (codemap.go) decodes the function symbol holding the address in the
 // ELF file mapped there (a stripped file vouches for nothing). Then the
-// int3 pun above, then its padded variants.
+// int3 pun above, then its padded variants. Last, at a function symbol's
+// entry that starts with `push %reg` and whose next instruction no
+// direct branch of the function targets (codeMap.pushEntry), the same
+// shapes one instruction later (LeadSites, Site.Lead): the push runs in
+// place and the pad records rsp 8 higher (jit.PadSpec.SPBias) and the
+// entry as rip, so a frame holds the entry's registers; only the 8 bytes
+// below the entry's rsp differ (the pushed register). A thread stopped
+// after the push when the jump goes in is moved to the relocated copy
+// (it ran the push before the tracepoint was there). This places the
+// entries of a non-PIE executable where every pun at the entry points
+// below address 0 (python3.11's `push %rbx; mov %rdi,%rbx; call`).
 //
 // Two more shapes (plan.go): after a ret or jmp, the jump may end in the
 // alignment padding that follows (nops or int3s up to an 8- or 16-byte

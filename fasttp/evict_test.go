@@ -98,8 +98,20 @@ func TestParseShapes(t *testing.T) {
 	if err != nil || len(got) != 2 || !got[ShapePlain] || !got[ShapeInt3] {
 		t.Fatalf("ParseShapes(plain, int3) = %v, %v", got, err)
 	}
-	if all, err := ParseShapes("all"); err != nil || len(all) != 5 {
+	if all, err := ParseShapes("all"); err != nil || len(all) != 6 {
 		t.Fatalf("ParseShapes(all) = %v, %v", all, err)
+	}
+	// A plain jump after an entry's push needs "push" too.
+	for _, c := range []struct {
+		list string
+		want int
+	}{{"plain", 1}, {"plain,push", 2}, {"push", 0}} {
+		shapes, _ := ParseShapes(c.list)
+		in := &Installer{shapes: shapes}
+		out, _ := in.allowedShapes([]Site{{Addr: 0x1000}, {Addr: 0x2001, Lead: 1}})
+		if len(out) != c.want {
+			t.Errorf("--ftrace-shapes=%s: %d of a plain jump and one after a push allowed, want %d", c.list, len(out), c.want)
+		}
 	}
 	if _, err := ParseShapes("plain,bogus"); err == nil {
 		t.Fatal("ParseShapes accepted an unknown shape")

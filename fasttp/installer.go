@@ -342,12 +342,13 @@ func (in *Installer) endBatch() {
 }
 
 // moveThreadsOut sends the threads stopped inside the covered bytes of
-// sites' jumps (not at their start) to the relocated copies of the
-// instructions they were at.
+// sites' jumps (not at their start; at it too after a push left in
+// place, Site.Lead: such a thread ran the push before the jump was
+// there) to the relocated copies of the instructions they were at.
 func (in *Installer) moveThreadsOut(sites []*jumpSite) error {
 	err := in.proc.RelocatePCs(func(_ int, pc uint64) (uint64, bool) {
 		for _, s := range sites {
-			if pc > s.tp.Addr && pc < s.tp.Addr+uint64(s.site.Covered) {
+			if pc > s.site.Start() && pc < s.site.Resume() {
 				to, ok := s.heads[pc]
 				return to, ok
 			}
@@ -491,8 +492,8 @@ func (in *Installer) freeCandidates(cands []Site) []Site {
 // conflictLocked reports whether site's covered bytes hold a gdb
 // breakpoint (after the first byte), a trap tracepoint or another jump.
 func (in *Installer) conflictLocked(site Site) bool {
-	n := uint64(site.Footprint())
-	_, brk := in.breakInsideLocked(site.Addr, n)
+	start, n := site.Start(), uint64(site.Span())
+	_, brk := in.breakInsideLocked(start, n)
 	if site.Slot != 0 {
 		// The slot (and the neighbour holding it): nothing else may be
 		// there at all.
@@ -500,7 +501,7 @@ func (in *Installer) conflictLocked(site Site) bool {
 		_, inSlot := in.breakInsideLocked(at-1, n+1)
 		brk = brk || inSlot || in.trapsWithinLocked(at, n) || len(in.jumpsCoveringLocked(at, n)) > 0
 	}
-	return brk || in.trapsWithinLocked(site.Addr, n) || len(in.jumpsCoveringLocked(site.Addr, n)) > 0
+	return brk || in.trapsWithinLocked(start, n) || len(in.jumpsCoveringLocked(start, n)) > 0
 }
 
 // jumpsCovering returns the placed jumps whose covered bytes overlap
@@ -689,7 +690,7 @@ func (in *Installer) unpatch(s *jumpSite) error {
 		}
 	}
 	s.puns = nil
-	if err := in.proc.RemovePatch(s.tp.Addr); err != nil {
+	if err := in.proc.RemovePatch(s.site.Addr); err != nil {
 		return fmt.Errorf("fast tracepoint %d at %#x: removing the jump: %w", s.tp.Num, s.tp.Addr, err)
 	}
 	if at, n := secondPatch(s.site); n > 0 {
@@ -787,13 +788,13 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	} else if free := in.freeCandidates(cands); len(free) > 0 {
 		cands, site = free, free[0]
 	}
-	if at, ok := in.breakInside(tp.Addr, uint64(site.Footprint())); ok {
+	if at, ok := in.breakInside(site.Start(), uint64(site.Span())); ok {
 		return &heldBackError{at: at}
 	}
-	if in.trapsWithin(tp.Addr, uint64(site.Footprint())) {
+	if in.trapsWithin(site.Start(), uint64(site.Span())) {
 		return errors.New("another tracepoint shares its bytes")
 	}
-	if others := in.jumpsCovering(tp.Addr, uint64(site.Footprint())); len(others) > 0 {
+	if others := in.jumpsCovering(site.Start(), uint64(site.Span())); len(others) > 0 {
 		// Jumps whose bytes hold this tracepoint's address become
 		// traps; this one may then still get a shape of its own.
 		for _, s := range others {
@@ -801,7 +802,7 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 				return err
 			}
 		}
-		if cands = in.freeCandidates(cands); len(cands) == 0 || in.trapsWithin(tp.Addr, uint64(cands[0].Footprint())) {
+		if cands = in.freeCandidates(cands); len(cands) == 0 || in.trapsWithin(cands[0].Start(), uint64(cands[0].Span())) {
 			return errors.New("another tracepoint shares its bytes")
 		}
 	}
@@ -856,10 +857,21 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	}
 	spec.Addr = base
 	spec.TailAddr = base + padLen
+	if site.Lead > 0 {
+		// The push at the tracepoint's address ran: its registers had
+		// rsp 8 higher.
+		spec.SPBias = 8
+		if pad, err = jit.BuildJumpPadAMD64(spec); err != nil {
+			return fmt.Errorf("building the pad: %w", err)
+		}
+		if n := align16(uint64(len(pad.Code))); n != padLen {
+			return fmt.Errorf("the pad after the push takes %d bytes, %d reserved", n, padLen)
+		}
+	}
 	if err := pad.Place(spec.Addr, spec.TailAddr); err != nil {
 		return fmt.Errorf("placing the pad: %w", err)
 	}
-	tail, heads, err := RelocateRun(site.Insns, spec.TailAddr, tp.Addr+uint64(site.Covered))
+	tail, heads, err := RelocateRun(site.Insns, spec.TailAddr, site.Resume())
 	if err != nil {
 		return fmt.Errorf("relocating the covered instructions: %w", err)
 	}
@@ -923,7 +935,7 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	for _, off := range site.Puns {
 		// A thread jumping to a covered instruction other than the first
 		// meets an int3 there; the hook sends it to the relocated copy.
-		head := tp.Addr + uint64(off)
+		head := site.Addr + uint64(off)
 		if err := in.proc.InsertInternalTrap(head); err != nil {
 			_ = in.unpatch(s)
 			return fmt.Errorf("trapping the covered instruction at %#x: %w", head, err)
@@ -944,7 +956,8 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 // siteCandidates reads the code at addr (ShortCodeLen bytes, at least
 // 16) and, unless a plain jump fits, the ShortBackLen bytes before it
 // (left out when unreadable), and lists the shapes a jump there may take
-// (SiteCandidates).
+// (SiteCandidates), then, at a function's entry that pushes, those after
+// the push (LeadSites).
 func (in *Installer) siteCandidates(addr uint64) ([]Site, error) {
 	code := make([]byte, ShortCodeLen)
 	n, err := in.readCode(addr, code)
@@ -959,7 +972,13 @@ func (in *Installer) siteCandidates(addr uint64) ([]Site, error) {
 	if m, _ := in.readCode(addr-ShortBackLen, back); m != len(back) {
 		back = nil
 	}
-	cands, err := SiteCandidates(back, code, addr, in.codeOracle())
+	m := in.codeMap()
+	cands, err := SiteCandidates(back, code, addr, m.insnStart)
+	if n := pushLen(code); n > 0 && m.pushEntry(addr, addr+uint64(n)) {
+		if lead, lerr := LeadSites(back, code, addr, m.insnStart); lerr == nil {
+			cands, err = append(cands, lead...), nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -104,6 +104,9 @@ func (in *Installer) placement(tp *tracing.Tracepoint) string {
 		if e := s.site.Evicted; e != nil {
 			heads += fmt.Sprintf(", the next instruction at %#x jumps to a trampoline at %#x", e.Addr, s.site.Tramp)
 		}
+		if s.site.Lead > 0 {
+			heads += fmt.Sprintf(", at %#x after the push left in place (registers recorded as before it)", s.site.Addr)
+		}
 		if s.entry != s.padAddr {
 			heads += fmt.Sprintf(", reached through a jump at %#x", s.entry)
 		}

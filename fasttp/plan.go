@@ -78,6 +78,11 @@ type Site struct {
 	// instruction (hostSites), that neighbour's plain jump to its
 	// trampoline at Tramp; the slot follows that jump.
 	Host *Site
+	// Lead is, for a jump after a function entry's push (LeadSites), the
+	// push's length: the tracepoint is at Addr-Lead (Start), the push
+	// runs in place and the pad records the registers as before it. 0
+	// for a jump at the tracepoint's address.
+	Lead int
 }
 
 // PadPrefix is the redundant prefix of a padded jump: a DS segment
@@ -115,8 +120,9 @@ func (s Site) JumpEnd() uint64 {
 	return s.Addr + uint64(s.jumpLen())
 }
 
-// Overlaps reports whether the bytes the patch writes — its footprint,
-// and a short-jump site's slot — overlap [addr, addr+n).
+// Overlaps reports whether the bytes the patch writes or depends on —
+// its footprint with the push before it (Lead), and a short-jump site's
+// slot — overlap [addr, addr+n).
 func (s Site) Overlaps(addr, n uint64) bool {
 	if s.Slot != 0 && s.Slot < addr+n && addr < s.Slot+JumpLen {
 		return true
@@ -124,13 +130,13 @@ func (s Site) Overlaps(addr, n uint64) bool {
 	if s.Host != nil && s.Host.Overlaps(addr, n) {
 		return true
 	}
-	return s.Addr < addr+n && addr < s.Addr+uint64(s.Footprint())
+	return s.Start() < addr+n && addr < s.Addr+uint64(s.Footprint())
 }
 
-// Ranges lists the byte ranges Overlaps checks: the footprint, the slot
-// and the neighbour holding it.
+// Ranges lists the byte ranges Overlaps checks: the footprint (with the
+// push before it, Lead), the slot and the neighbour holding it.
 func (s Site) Ranges() []Range {
-	r := []Range{{s.Addr, s.Addr + uint64(s.Footprint())}}
+	r := []Range{{s.Start(), s.Addr + uint64(s.Footprint())}}
 	if s.Slot != 0 {
 		r = append(r, Range{s.Slot, s.Slot + JumpLen})
 	}

@@ -16,6 +16,9 @@ const (
 	ShapeShort Shape = "short" // jmp rel8 to a slot in padding or a neighbour (ShortSites)
 	ShapeEvict Shape = "evict" // the next instruction evicted to a trampoline (EvictSite)
 	ShapeInt3  Shape = "int3"  // int3s at covered heads, with or without prefixes
+	// ShapeAfterPush is not a shape of its own but allows any of the
+	// others after a function entry's push (LeadSites, Site.Lead).
+	ShapeAfterPush Shape = "push"
 )
 
 // Shape returns the kind of s.
@@ -36,7 +39,7 @@ func (s Site) Shape() Shape {
 // ParseShapes parses a comma-separated list of shape names ("all": every
 // one).
 func ParseShapes(list string) (map[Shape]bool, error) {
-	all := []Shape{ShapePlain, ShapeKept, ShapeShort, ShapeEvict, ShapeInt3}
+	all := []Shape{ShapePlain, ShapeKept, ShapeShort, ShapeEvict, ShapeInt3, ShapeAfterPush}
 	out := map[Shape]bool{}
 	for _, name := range strings.Split(list, ",") {
 		name = strings.TrimSpace(name)
@@ -82,7 +85,7 @@ func (in *Installer) allowedShapes(cands []Site) ([]Site, error) {
 	}
 	var out []Site
 	for _, c := range cands {
-		if shapes[c.Shape()] {
+		if shapes[c.Shape()] && (c.Lead == 0 || shapes[ShapeAfterPush]) {
 			out = append(out, c)
 		}
 	}

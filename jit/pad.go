@@ -206,6 +206,10 @@ type PadSpec struct {
 	// memory, made into its 'S' block): their bytes are not added to
 	// LaneSpent (the stub counts that block in FrameBase).
 	Uncounted int
+	// SPBias is added to the thread's rsp in the register block: the
+	// bytes a push left in place before the jump stored (fasttp's
+	// Site.Lead), so that the block holds the registers as at TPAddr.
+	SPBias int32
 }
 
 // JumpPad is a built pad. Code is to be placed at PadSpec.Addr; the other
@@ -492,7 +496,7 @@ func (b *padBuilder) entry() {
 	}
 	a.movRR(padBase, rSP)
 	if b.needsBlock() {
-		a.lea(rAX, at(padBase, padThreadRSP))
+		a.lea(rAX, at(padBase, padThreadRSP+b.spec.SPBias))
 		a.store64(at(padBase, 8*7), rAX)
 		a.movImm(rAX, b.spec.TPAddr)
 		a.store64(at(padBase, 8*16), rAX)

@@ -67,6 +67,7 @@ func add(total, r *coverage.Report) {
 	total.Evicted += r.Evicted
 	total.Short += r.Short
 	total.Neighbour += r.Neighbour
+	total.AfterPush += r.AfterPush
 	total.BranchTargetOverwritten += r.BranchTargetOverwritten
 	total.Entries += r.Entries
 	total.EntryJump += r.EntryJump
@@ -77,8 +78,8 @@ func add(total, r *coverage.Report) {
 
 // printCoverage writes r as a short table.
 func printCoverage(w io.Writer, r *coverage.Report) {
-	fmt.Fprintf(w, "%s: %d instructions, %d get a jump (%.2f%%: %d plain, %d successor-preserving, %d short (%d into a neighbour), %d evicting, %d punned; %d punned jumps put an int3 on a branch target; %d end in padding; %d have prefixes), %d of %d function entries (%.2f%%)\n",
-		r.File, r.Instructions, r.Jump, coverage.Percent(r.Jump, r.Instructions), r.Plain, r.Kept, r.Short+r.Neighbour, r.Neighbour, r.Evicted, r.Punned,
+	fmt.Fprintf(w, "%s: %d instructions, %d get a jump (%.2f%%: %d plain, %d successor-preserving, %d short (%d into a neighbour), %d evicting, %d punned, %d after an entry's push; %d punned jumps put an int3 on a branch target; %d end in padding; %d have prefixes), %d of %d function entries (%.2f%%)\n",
+		r.File, r.Instructions, r.Jump, coverage.Percent(r.Jump, r.Instructions), r.Plain, r.Kept, r.Short+r.Neighbour, r.Neighbour, r.Evicted, r.Punned, r.AfterPush,
 		r.Int3AtBranchTarget, r.Padding, r.Prefixed, r.EntryJump, r.Entries, coverage.Percent(r.EntryJump, r.Entries))
 	if r.BranchTargetOverwritten > 0 {
 		fmt.Fprintf(w, "  BUG: %d jumps overwrite a known branch target\n", r.BranchTargetOverwritten)

@@ -105,8 +105,10 @@ Debug options:
                         separated: plain, kept (successor-preserving
                         pun), short (jmp rel8 to padding or into a
                         neighbour), evict (the next instruction moved to
-                        a trampoline), int3 (int3s at covered heads), or
-                        all (the default). Without a fitting shape a fast
+                        a trampoline), int3 (int3s at covered heads),
+                        push (those shapes after a function entry's push
+                        where none fits at the entry), or all (the
+                        default). Without a fitting shape a fast
                         tracepoint is a trap.
   --debug-format=OPTS   Accepted for compatibility.
   --disable-packet=OPT1[,OPT2,...]
