@@ -50,6 +50,13 @@
 // that are reported keep their siginfo too, for when gdb passes them
 // back. The rules are in signals.go.
 //
+// # Syscall stops
+//
+// SetCatchSyscalls (gdb's QCatchSyscalls) makes the threads the package
+// continues run under PTRACE_SYSCALL; the entry and return of a caught
+// syscall are reported (StopEvent.Syscall, SyscallNr), the others run on.
+// Single-steps stay PTRACE_SINGLESTEP (syscalls.go).
+//
 // # Breakpoints
 //
 // Software breakpoints are int3 bytes whose original byte is shadowed:

@@ -145,14 +145,17 @@ func (p *Process) rawResume(t *thread, step bool, qs queuedSignal) error {
 			t.drGen = p.drGen
 		}
 	}
-	t.interrupted, t.rehit = false, false
+	t.interrupted, t.rehit, t.atSyscallEntry = false, false, false
 	// It moves: a later step-over needs a new reported stop or hook.
 	t.stopPC, t.hookedAt = 0, 0
 	sig := p.prepareSignal(t, qs)
 	var err error
-	if step {
+	switch {
+	case step:
 		err = ptraceStep(t.tid, sig)
-	} else {
+	case p.catch.on:
+		err = unix.PtraceSyscall(t.tid, sig)
+	default:
 		err = ptraceCont(t.tid, sig)
 	}
 	if err != nil {
@@ -177,8 +180,7 @@ func (p *Process) handleStop(t *thread, ws unix.WaitStatus) {
 	case sig == unix.SIGTRAP && ws.TrapCause() != 0:
 		p.handleEvent(t, ws.TrapCause())
 	case sig == unix.SIGTRAP|0x80:
-		// A syscall stop (we never ask for them): carry on.
-		p.resumeThread(t)
+		p.syscallStop(t)
 	case sig == unix.SIGSTOP && p.takeInterrupt(t):
 		// A stop request of ours still in flight merged with the
 		// interrupt's SIGSTOP (a pending SIGSTOP is delivered once):

@@ -29,6 +29,9 @@ type Process struct {
 	// sigState is the signal bookkeeping (signals.go), owned by the
 	// ptrace goroutine; nil until first used.
 	sigState *sigState
+	// catch is the syscalls to stop at (syscalls.go), owned by the
+	// ptrace goroutine.
+	catch catchState
 
 	reqs      chan func()
 	quit      chan struct{}
@@ -121,6 +124,11 @@ type thread struct {
 	optionsGen  int    // Process.optionsGen of the ptrace options it has
 	rehit       bool   // an unreported breakpoint hit was dropped: hit it again, no step-over
 	fresh       bool   // created by a clone and not yet stopped once (SetThreadStartHook)
+	// atSyscallEntry: stopped at a syscall-entry stop (SetCatchSyscalls);
+	// skipEntry is a syscall number + 1 whose next entry stop is not
+	// reported (injectAtSyscallEntry rewound the thread to run it again).
+	atSyscallEntry bool
+	skipEntry      int
 }
 
 type waitResult struct {

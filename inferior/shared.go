@@ -182,17 +182,24 @@ func mapProcessFd(pid, fd, size int) ([]byte, error) {
 	return data, nil
 }
 
-// anyStoppedThread returns a stopped live thread, the leader when it is one.
+// anyStoppedThread returns a stopped live thread to run injected system
+// calls, the leader when it is one; one at a syscall-entry stop only when
+// no other is stopped (injectAtSyscallEntry has to rewind it).
 func (p *Process) anyStoppedThread() (*thread, error) {
 	if p.exitEvent != nil {
 		return nil, ErrExited
 	}
-	if lt := p.threads[p.pid]; lt != nil && lt.stopped && !lt.zombie {
-		return lt, nil
+	usable := func(t *thread, entryOK bool) bool {
+		return t != nil && t.stopped && !t.zombie && (entryOK || !t.atSyscallEntry)
 	}
-	for _, c := range p.threads {
-		if c.stopped && !c.zombie {
-			return c, nil
+	for _, entryOK := range []bool{false, true} {
+		if lt := p.threads[p.pid]; usable(lt, entryOK) {
+			return lt, nil
+		}
+		for _, c := range p.threads {
+			if usable(c, entryOK) {
+				return c, nil
+			}
 		}
 	}
 	return nil, fmt.Errorf("no stopped thread: %w", ErrRunning)

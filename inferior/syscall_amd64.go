@@ -17,6 +17,9 @@ const (
 // injectSyscall makes stopped thread t execute one system call and
 // restores its registers and the borrowed code bytes afterwards.
 func (p *Process) injectSyscall(t *thread, nr uintptr, args ...uint64) (uint64, error) {
+	if t.atSyscallEntry {
+		return p.injectAtSyscallEntry(t, nr, args...)
+	}
 	var saved unix.PtraceRegs
 	if err := unix.PtraceGetRegs(t.tid, &saved); err != nil {
 		return 0, fmt.Errorf("reading registers: %w", err)
@@ -83,4 +86,67 @@ func (p *Process) injectSyscall(t *thread, nr uintptr, args ...uint64) (uint64, 
 	}
 	restore()
 	return 0, errors.New("the injected system call did not complete")
+}
+
+// injectAtSyscallEntry runs system call nr in thread t stopped at the
+// entry of a syscall of its own, which has not run yet (a caught
+// syscall, SetCatchSyscalls): the kernel is made to run ours instead (its
+// number in orig_rax), and at ours' exit stop the thread is rewound onto
+// its syscall instruction with its own number back in rax, so that it
+// makes its call when it resumes. That call's entry stop, which gdb has
+// already been told of, is not reported again (thread.skipEntry).
+func (p *Process) injectAtSyscallEntry(t *thread, nr uintptr, args ...uint64) (uint64, error) {
+	var saved unix.PtraceRegs
+	if err := unix.PtraceGetRegs(t.tid, &saved); err != nil {
+		return 0, fmt.Errorf("reading registers: %w", err)
+	}
+	regs := saved
+	regs.Orig_rax = uint64(nr)
+	argRegs := []*uint64{&regs.Rdi, &regs.Rsi, &regs.Rdx, &regs.R10, &regs.R8, &regs.R9}
+	for i, a := range args {
+		*argRegs[i] = a
+	}
+	if err := unix.PtraceSetRegs(t.tid, &regs); err != nil {
+		return 0, fmt.Errorf("setting registers: %w", err)
+	}
+	restore := func() error {
+		back := saved
+		back.Rip -= 2 // syscall, sysenter and int $0x80 are 2 bytes
+		back.Rax = saved.Orig_rax
+		t.atSyscallEntry = false
+		t.skipEntry = int(int64(saved.Orig_rax)) + 1
+		return unix.PtraceSetRegs(t.tid, &back)
+	}
+	for {
+		if err := unix.PtraceSyscall(t.tid, 0); err != nil {
+			return 0, fmt.Errorf("running the system call: %w", err)
+		}
+		t.stopped = false
+		ws, err := p.waitThread(t)
+		if err != nil {
+			return 0, fmt.Errorf("waiting for the system call: %w", err)
+		}
+		if !ws.Stopped() {
+			p.handleStatus(t.tid, ws)
+			return 0, fmt.Errorf("thread %d: %w", t.tid, ErrNoThread)
+		}
+		t.stopped = true
+		switch sig := ws.StopSignal(); {
+		case sig == unix.SIGTRAP|0x80:
+			var after unix.PtraceRegs
+			if err := unix.PtraceGetRegs(t.tid, &after); err != nil {
+				return 0, fmt.Errorf("reading the result: %w", err)
+			}
+			if err := restore(); err != nil {
+				return 0, fmt.Errorf("rewinding the thread's own system call: %w", err)
+			}
+			return after.Rax, nil
+		case sig == unix.SIGTRAP && ws.TrapCause() != 0:
+			// An event of our call's (none expected): carry on.
+		default:
+			if !p.holdSignalWhileStepping(t, int(sig)) {
+				p.queueSignalStop(t, int(sig))
+			}
+		}
+	}
 }

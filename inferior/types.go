@@ -117,6 +117,11 @@ type StopEvent struct {
 	// VForkDone: the thread's vfork child has exec'd or exited.
 	VForkDone bool
 
+	// Syscall is, for a syscall stop (SetCatchSyscalls), which side of
+	// syscall SyscallNr the thread stopped at; NoSyscall otherwise.
+	Syscall   SyscallStop
+	SyscallNr int
+
 	// info is the siginfo of a signal stop: the signal, passed back by
 	// the caller, is delivered with it (signals.go).
 	info *siginfo

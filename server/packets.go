@@ -74,6 +74,7 @@ func (s *Server) buildMux() *rsp.Mux {
 	h("vFile:", s.refusedIf(s.cfg.NoFileAccess, "--no-file-access", s.files.Handle))
 	h("vStopped", func([]byte) []byte { return rsp.OK })
 	h("QPassSignals:", s.qPassSignals)
+	h("QCatchSyscalls:", s.qCatchSyscalls)
 	h("QProgramSignals:", s.qProgramSignals)
 	h("QEnvironmentHexEncoded:", s.envSet)
 	h("QEnvironmentUnset:", s.envUnset)
@@ -133,7 +134,7 @@ func (s *Server) qSupported(pkt []byte) []byte {
 	}
 	feats := []string{
 		fmt.Sprintf("PacketSize=%x", rsp.MaxPacketSize),
-		"QPassSignals+", "QProgramSignals+", "ConditionalBreakpoints+", "QStartupWithShell+",
+		"QPassSignals+", "QProgramSignals+", "QCatchSyscalls+", "ConditionalBreakpoints+", "QStartupWithShell+",
 		"QEnvironmentHexEncoded+", "QEnvironmentReset+", "QEnvironmentUnset+",
 		"QSetWorkingDir+", "QDisableRandomization+",
 		"qXfer:libraries-svr4:read+", "qXfer:auxv:read+", "qXfer:features:read+",

@@ -219,7 +219,7 @@ func passOn(acts []inferior.Action, ev inferior.StopEvent) []inferior.Action {
 }
 
 func (s *Server) continueRange(ev inferior.StopEvent, ranges []rangeStep) bool {
-	if ev.Kind != inferior.SignalStop || ev.Signal != 5 || ev.Reason != "" {
+	if ev.Kind != inferior.SignalStop || ev.Signal != 5 || ev.Reason != "" || ev.Syscall != inferior.NoSyscall {
 		return false
 	}
 	for _, r := range ranges {
@@ -335,7 +335,7 @@ func (s *Server) stopReply(ev inferior.StopEvent) []byte {
 		return []byte("N")
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "T%02xthread:%s;", HostToGDBSignal(ev.Signal), s.threadID(ev.Tid))
+	fmt.Fprintf(&b, "T%02x%sthread:%s;", HostToGDBSignal(ev.Signal), syscallStopField(ev), s.threadID(ev.Tid))
 	if s.proc != nil {
 		if regs, err := s.proc.Registers(ev.Tid); err == nil {
 			for _, n := range []int{tdesc.RBP, tdesc.RSP, tdesc.RIP} {

@@ -114,6 +114,8 @@ type Server struct {
 	env         *environment
 	workDir     string
 	passSignals map[int]bool
+	// catchSyscalls is gdb's last QCatchSyscalls.
+	catchSyscalls syscallCatch
 	// bpConds are the target-side conditions of breakpoints, by address
 	// (condbreak.go).
 	bpConds     map[uint64][]*agentexpr.Expr
@@ -250,6 +252,7 @@ func (s *Server) setProcess(p *inferior.Process, attached bool) {
 	s.markerList = nil
 	s.trace.SetStaticData(s.markers)
 	p.SetPassSignals(s.passSignals)
+	p.SetCatchSyscalls(s.catchSyscalls.on, s.catchSyscalls.nrs)
 	s.heldBps = nil
 	s.applyForkReporting()
 }

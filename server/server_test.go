@@ -192,7 +192,8 @@ func TestPacketErrors(t *testing.T) {
 		desc string
 	}{
 		{"qSupported:multiprocess+;swbreak+", func(r string) bool {
-			return strings.Contains(r, "PacketSize=4000") && strings.Contains(r, "swbreak+") && strings.Contains(r, "qXfer:features:read+")
+			return strings.Contains(r, "PacketSize=4000") && strings.Contains(r, "swbreak+") && strings.Contains(r, "qXfer:features:read+") &&
+				strings.Contains(r, "QCatchSyscalls+")
 		}, "features"},
 		{"qNoSuchPacket", func(r string) bool { return r == "" }, "unknown packet → empty"},
 		{"m", func(r string) bool { return r == "E02" }, "malformed m"},
@@ -209,6 +210,7 @@ func TestPacketErrors(t *testing.T) {
 		{"Z0,0,1", func(r string) bool { return strings.HasPrefix(r, "E") }, "breakpoint on unmapped memory"},
 		{"g", func(r string) bool { return len(r) == 2*layout.Size }, "g has the layout's size"},
 		{"vCont;q", func(r string) bool { return strings.HasPrefix(r, "E.") }, "unknown vCont action"},
+		{"QCatchSyscalls:1;zz", func(r string) bool { return r == "E02" }, "bad syscall number"},
 		{"qXfer:features:read:nosuch.xml:0,100", func(r string) bool { return strings.HasPrefix(r, "E") }, "unknown annex"},
 		{"qXfer:features:read:target.xml:0,fff", func(r string) bool {
 			return (r[0] == 'm' || r[0] == 'l') && strings.Contains(r, "i386:x86-64")
