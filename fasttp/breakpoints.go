@@ -154,7 +154,7 @@ func (in *Installer) placeAgain(tp *tracing.Tracepoint) {
 	}
 	if err == nil {
 		in.engine.FastPlaced(tp)
-		in.logf("%s", in.placement(tp))
+		in.logf("%v", placementLine{in, tp})
 		return
 	}
 	in.engine.FastAsTrap(tp, err.Error())

@@ -123,6 +123,9 @@ type Installer struct {
 	// outside one. codeMu guards it.
 	codeMu    sync.Mutex
 	codePages codeCache
+	// newWrites are the writes into fresh pad memory a Batch defers
+	// to its end (writeNewMemory), contiguous ones merged; codeMu.
+	newWrites []memWrite
 
 	// drainMu serialises drains (the drainer goroutine and Sync), so
 	// records reach the engine once and in order, and every look at the
@@ -326,10 +329,16 @@ func (in *Installer) endBatch() {
 	// Jumps taken out again within the Batch (another tracepoint shares
 	// their bytes) have their instructions back: nothing to move.
 	sites = slices.DeleteFunc(sites, func(s *jumpSite) bool { return !s.patched })
+	err := in.flushNewWrites()
 	if len(sites) == 0 {
+		if err != nil {
+			in.logf("fast tracepoints: %v", err)
+		}
 		return
 	}
-	err := in.moveThreadsOut(sites)
+	if err == nil {
+		err = in.moveThreadsOut(sites)
+	}
 	if err == nil {
 		return
 	}
@@ -427,7 +436,7 @@ func (in *Installer) install(tp *tracing.Tracepoint) error {
 	if tp.Fast || tp.Static { // a static tracepoint (an SDT marker's nop) is placed like a fast one
 		err := in.installJump(tp)
 		if err == nil {
-			in.logf("%s", in.placement(tp))
+			in.logf("%v", placementLine{in, tp})
 			return nil
 		}
 		why = err.Error()
@@ -748,12 +757,16 @@ func (in *Installer) writeJump(site Site, pad uint64) error {
 	return nil
 }
 
-// setActiveLocked switches collection in every pad on or off.
+// setActiveLocked switches collection in every pad on or off; switched
+// on, it wakes the drainer (once: each wake costs a context switch, and
+// a tstart placing 1,000 jumps switches it on 1,000 times).
 func (in *Installer) setActiveLocked(on bool) {
+	was := false
 	if in.lanes != nil {
+		was = in.lanes.active()
 		in.lanes.setActive(on)
 	}
-	if on {
+	if on && !was {
 		in.wakeFD.wake()
 	}
 }
@@ -774,20 +787,44 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	if err != nil {
 		return err
 	}
+	// The cheap shapes first (a plain or successor-preserving jump,
+	// SiteCandidates' first ones): where one is free and gets a pad, the
+	// whole list would have given the same site; the others (short jumps
+	// and eviction search the code around) are listed only when needed.
+	if quick, err := in.quickCandidates(tp.Addr); err == nil {
+		if free := in.freeCandidates(in.clearOfOthers(tp, quick)); len(free) > 0 {
+			err := in.placeJump(tp, acts, free)
+			if _, unplaced := errors.AsType[*unplacedError](err); !unplaced {
+				return err
+			}
+		}
+	}
 	cands, err := in.siteCandidates(tp.Addr)
 	if err != nil {
 		return err
 	}
-	site := cands[0]
 	// Shapes that touch nothing placed (a short jump next to a
 	// neighbour's jump, say) and no other tracepoint's address come
 	// first; then those that touch nothing placed; only when every
 	// shape meets something does the first one decide what happens.
 	if free := in.freeCandidates(in.clearOfOthers(tp, cands)); len(free) > 0 {
-		cands, site = free, free[0]
+		cands = free
 	} else if free := in.freeCandidates(cands); len(free) > 0 {
-		cands, site = free, free[0]
+		cands = free
 	}
+	return in.placeJump(tp, acts, cands)
+}
+
+// unplacedError says that no candidate shape got pad memory.
+type unplacedError struct{ err error }
+
+func (e *unplacedError) Error() string { return e.err.Error() }
+func (e *unplacedError) Unwrap() error { return e.err }
+
+// placeJump places tp's jump in the first of cands (in order of
+// preference) that gets pad memory, with its pad for acts.
+func (in *Installer) placeJump(tp *tracing.Tracepoint, acts *padActions, cands []Site) error {
+	site := cands[0]
 	if at, ok := in.breakInside(site.Start(), uint64(site.Span())); ok {
 		return &heldBackError{at: at}
 	}
@@ -853,7 +890,7 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	padLen := align16(uint64(len(pad.Code)))
 	site, entry, base, size, own, err := in.placeLocked(cands, func(s Site) uint64 { return padLen + 16*uint64(len(s.Insns)+1) + 64 })
 	if err != nil {
-		return err
+		return &unplacedError{err}
 	}
 	spec.Addr = base
 	spec.TailAddr = base + padLen
@@ -884,13 +921,13 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 		img[i] = 0xcc
 	}
 	copy(img[padLen:], tail)
-	if err := in.writeMemory(base, img); err != nil {
+	if err := in.writeNewMemory(base, img); err != nil {
 		return fmt.Errorf("writing the pad: %w", err)
 	}
 	if entry != base {
 		jmp, err := appendJmpRel32(nil, entry, base)
 		if err == nil {
-			err = in.writeMemory(entry, jmp)
+			err = in.writeNewMemory(entry, jmp)
 		}
 		if err != nil {
 			return fmt.Errorf("writing the jump to the pad: %w", err)
@@ -953,6 +990,22 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	return nil
 }
 
+// quickCandidates reads the code at addr and lists the cheap shapes a
+// jump there may take, those SiteCandidates lists first
+// (KeptCandidates).
+func (in *Installer) quickCandidates(addr uint64) ([]Site, error) {
+	code := make([]byte, ShortCodeLen)
+	n, err := in.readCode(addr, code)
+	if n < 16 {
+		return nil, fmt.Errorf("reading the code: %w", err)
+	}
+	cands, err := KeptCandidates(code[:n], addr)
+	if err != nil {
+		return nil, err
+	}
+	return in.allowedShapes(cands)
+}
+
 // siteCandidates reads the code at addr (ShortCodeLen bytes, at least
 // 16) and, unless a plain jump fits, the ShortBackLen bytes before it
 // (left out when unreadable), and lists the shapes a jump there may take
@@ -1003,7 +1056,7 @@ func (in *Installer) writeTrampoline(site Site) error {
 	if len(code) > TrampolineSize {
 		return fmt.Errorf("the evicted instruction's trampoline takes %d bytes, %d reserved", len(code), TrampolineSize)
 	}
-	if err := in.writeMemory(site.Tramp, code); err != nil {
+	if err := in.writeNewMemory(site.Tramp, code); err != nil {
 		return fmt.Errorf("writing the trampoline: %w", err)
 	}
 	return nil

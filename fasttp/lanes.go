@@ -150,6 +150,9 @@ func (l *lanes) setActive(on bool) {
 	store64(l.ctl(), jit.CtlActive, v)
 }
 
+// active reports whether collection is on (setActive).
+func (l *lanes) active() bool { return load64(l.ctl(), jit.CtlActive) != 0 }
+
 // writeSlot initialises tracepoint table entry slot.
 func (l *lanes) writeSlot(slot uint32, passcount uint64) {
 	off := uint64(jit.CtlTPs) + uint64(slot)*jit.CtlTPSize

@@ -74,6 +74,14 @@ var shapeNames = map[Shape]string{
 	ShapeInt3:  "punned jump",
 }
 
+// placementLine is tp's placement line, made only when a log prints it.
+type placementLine struct {
+	in *Installer
+	tp *tracing.Tracepoint
+}
+
+func (l placementLine) String() string { return l.in.placement(l.tp) }
+
 // placement describes tp's placement in one line.
 func (in *Installer) placement(tp *tracing.Tracepoint) string {
 	in.mu.Lock()

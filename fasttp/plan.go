@@ -228,10 +228,7 @@ func SiteCandidates(back, code []byte, addr uint64, isCode CodeOracle) ([]Site, 
 	if err == nil && len(site.Puns) == 0 {
 		return []Site{site}, nil
 	}
-	var out []Site
-	if k, kerr := KeepSite(code, addr); kerr == nil {
-		out = append(append(out, k), PaddedKeepSites(code, k)...)
-	}
+	out, _ := KeptCandidates(code, addr)
 	if sh, serr := ShortSites(back, code, addr, isCode); serr == nil {
 		out = append(out, sh...)
 	}
@@ -245,6 +242,21 @@ func SiteCandidates(back, code []byte, addr uint64, isCode CodeOracle) ([]Site, 
 		return nil, err
 	}
 	return out, nil
+}
+
+// KeptCandidates returns the shapes SiteCandidates lists first, which
+// need no look at the code around the site: a plain jump over whole
+// instructions when it puns nothing, else the successor-preserving jump
+// and its prefix-padded variants (none when KeepSite refuses: the error).
+func KeptCandidates(code []byte, addr uint64) ([]Site, error) {
+	if site, err := PlanSite(code, addr); err == nil && len(site.Puns) == 0 {
+		return []Site{site}, nil
+	}
+	k, err := KeepSite(code, addr)
+	if err != nil {
+		return nil, err
+	}
+	return append([]Site{k}, PaddedKeepSites(code, k)...), nil
 }
 
 // KeepSite plans a successor-preserving pun at addr (E9Patch's tactic):
