@@ -15,6 +15,8 @@
 #            byte then 3: only gotpstub takes fast tracepoints there (a
 #            jump that keeps the mov's bytes, whose displacement they fix);
 #            gdb refuses them for gdbserver ("need at least 5" bytes)
+#   GOTPSTUB_LOG=--timing   gotpstub's log flag: --timing logs QTStart's
+#            time alone; --debug adds a line per placement (a few µs each)
 #
 # The program (generated: 1000 small functions, each SITES's first
 # instruction(s) and an addition to a global, called once each from main; built -O2 non-PIE, as gdbserver's
@@ -25,7 +27,7 @@
 # installation together, measured in gdb with Python's clock) and runs
 # one round of calls, checking the frame count (COUNT) and the program's
 # result. gotpstub's own part (QTStart alone) is printed from its
-# --debug log ("QTStart took N ms, M ms of CPU": the time, and the CPU
+# --timing log ("QTStart took N ms, M ms of CPU": the time, and the CPU
 # time of the stub's threads meanwhile, which a busy VM disturbs least);
 # gdbserver's is not measured separately.
 set -euo pipefail
@@ -104,7 +106,7 @@ session() {
 		echo "continue"
 	} >"$work/$tag.gdb"
 	local flags=(--once)
-	case "$stub" in *gotpstub*) flags+=(--debug) ;; esac
+	case "$stub" in *gotpstub*) flags+=("${GOTPSTUB_LOG:---timing}") ;; esac
 	start_listening "$work/$tag.stub" "$stub" --wrapper env "LD_PRELOAD=$IPA" -- "${flags[@]}" @ADDR@ "$prog"
 	timeout 600 gdb -batch -nx -ex "set sysroot /" -ex "set confirm off" \
 		-ex "target remote 127.0.0.1:$port" -x "$work/$tag.gdb" "$prog" >"$work/$tag.out" 2>&1 || true
@@ -148,7 +150,7 @@ done
 for count in "${counts[@]}"; do
 	if [ -s "$work/qtstart-$count" ]; then
 		ms=$(median <"$work/qtstart-$count")
-		echo "# gotpstub's own part (QTStart in its --debug log), $count tracepoints: $ms ms, $(awk -v m="$ms" -v c="$count" 'BEGIN { printf "%.0f", m * 1000 / c }') µs per tracepoint (median)"
+		echo "# gotpstub's own part (QTStart in its --timing log), $count tracepoints: $ms ms, $(awk -v m="$ms" -v c="$count" 'BEGIN { printf "%.0f", m * 1000 / c }') µs per tracepoint (median)"
 	fi
 	if [ -s "$work/qtcpu-$count" ]; then
 		ms=$(median <"$work/qtcpu-$count")

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"sort"
 	"strconv"
 	"strings"
@@ -94,6 +95,15 @@ func (s *Server) buildMux() *rsp.Mux {
 	return m
 }
 
+// timingLog is where tstart's and tstop's times go: the debug log, or
+// --timing's alone.
+func (s *Server) timingLog() io.Writer {
+	if s.cfg.Log != nil {
+		return s.cfg.Log
+	}
+	return s.cfg.TimingLog
+}
+
 func (s *Server) tracePacket(pkt []byte) []byte {
 	// The stub's own part of tstart/tstop (scripts/bench-insert.sh): its
 	// time, and the CPU time the stub's threads spent meanwhile (what a
@@ -110,8 +120,8 @@ func (s *Server) tracePacket(pkt []byte) []byte {
 	if !ok {
 		return []byte{}
 	}
-	if timed {
-		s.logf("%s took %.1f ms, %.1f ms of CPU (%d tracepoints)", name, float64(time.Since(start).Microseconds())/1000,
+	if w := s.timingLog(); timed && w != nil {
+		fmt.Fprintf(w, "gotpstub: %s took %.1f ms, %.1f ms of CPU (%d tracepoints)\n", name, float64(time.Since(start).Microseconds())/1000,
 			float64((processCPU()-cpu).Microseconds())/1000, len(s.trace.Tracepoints()))
 	}
 	if string(reply) == "OK" && strings.HasPrefix(string(pkt), "QTDP:") {

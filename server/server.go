@@ -66,6 +66,9 @@ type Config struct {
 	FtraceShapes map[fasttp.Shape]bool
 	// Log receives debug messages (--debug); nil disables them.
 	Log io.Writer
+	// TimingLog receives the time tstart and tstop take (--timing, and
+	// Log's too); nil disables it.
+	TimingLog io.Writer
 	// PacketLog receives the packet log (--remote-debug); nil disables it.
 	PacketLog io.Writer
 	// Progress receives the lines gdbserver prints (process created, exit).

@@ -88,6 +88,8 @@ Debug options:
 
   --debug               Enable general debugging output.
   --remote-debug        Enable remote protocol debugging output.
+  --timing              Log only how long tstart and tstop take (the
+                        stub's own part, and its CPU time).
   --debug-file=FILE     Write debugging output to FILE.
   --trace-ring-size=N   Bytes of each lane fast tracepoints write to inside
                         the program (memory shared with the stub; a thread
@@ -146,6 +148,7 @@ type options struct {
 	killOnStubExit                 bool
 	debug, remoteDebug             bool
 	debugFile                      string
+	timing                         bool
 	wrapper                        []string
 	disableRandomization           bool
 	disabled                       []string
@@ -197,6 +200,8 @@ func parseArgs(args []string) (*options, error) {
 			}
 		case a == "--debug":
 			o.debug = true
+		case a == "--timing":
+			o.timing = true
 		case a == "--remote-debug":
 			o.remoteDebug = true
 		case a == "--event-loop-debug", strings.HasPrefix(a, "--debug-format="):
@@ -337,6 +342,9 @@ func run(args []string) int {
 	}
 	if o.remoteDebug {
 		cfg.PacketLog = logw
+	}
+	if o.timing {
+		cfg.TimingLog = logw
 	}
 	stdio := o.comm == "stdio" || o.comm == "-"
 	if stdio {

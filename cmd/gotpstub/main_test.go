@@ -25,6 +25,7 @@ func TestParseArgs(t *testing.T) {
 		{args: []string{"--once", "--multi", "--disable-packet=T,Tthread", "localhost:2346"}, want: options{once: true, multi: true, disabled: []string{"T", "Tthread"}, comm: "localhost:2346", rest: []string{}, disableRandomization: true}},
 		{args: []string{"--wrapper", "env", "X=1", "--", ":1", "prog"}, want: options{wrapper: []string{"env", "X=1"}, comm: ":1", rest: []string{"prog"}, disableRandomization: true}},
 		{args: []string{"--no-disable-randomization", "--remote-debug", "--debug", "--debug-file=/tmp/x", "stdio", "p"}, want: options{remoteDebug: true, debug: true, debugFile: "/tmp/x", comm: "stdio", rest: []string{"p"}}},
+		{args: []string{"--timing", ":1", "p"}, want: options{timing: true, disableRandomization: true, comm: ":1", rest: []string{"p"}}},
 		{args: []string{"--kill-on-stub-exit", ":1", "p"}, want: options{killOnStubExit: true, comm: ":1", rest: []string{"p"}, disableRandomization: true}},
 		{args: []string{"--trace-ring-size=0x100000", ":1", "p"}, want: options{traceRingSize: 1 << 20, comm: ":1", rest: []string{"p"}, disableRandomization: true}},
 		{args: []string{"--no-file-access", "--no-run-attach", "--no-tsave", "--tsave-dir=/tmp", "--multi", ":1"}, want: options{noFileAccess: true, noRunAttach: true, noSave: true, saveDir: "/tmp", multi: true, comm: ":1", rest: []string{}, disableRandomization: true}},
