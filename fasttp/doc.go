@@ -117,9 +117,15 @@
 // tracepoints share pages; the installer's own writes drop what they
 // touch), threads stopped inside new jumps' covered bytes are moved to
 // the relocated copies once at its end, and with no thread running a
-// patch is written in one write. The drainer only tries the installer's
-// lock (drainDue): waiting for it put the lock in starvation mode, which
-// cost the installing goroutine a yield at every unlock.
+// patch is written in one write. Only the cheap shapes are listed first
+// (KeptCandidates), the others (ShortSites and EvictSite search the code
+// around) only when none of those is free and places: the same choice.
+// Fresh pads, trampolines and entry jumps are written at the Batch's end
+// (writeNewMemory), and the Batch runs in inferior.Process.Exclusive,
+// which makes all its memory writes a page at a time at its end. The
+// drainer is woken only when collection switches on, and only tries the
+// installer's lock (drainDue): waiting for it put the lock in starvation
+// mode, which cost the installing goroutine a yield at every unlock.
 //
 // --ftrace-shapes (SetShapes, Site.Shape) restricts the shapes used.
 //

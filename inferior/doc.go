@@ -98,6 +98,15 @@
 // gives the int3 the original byte to save. RelocatePCs moves stopped
 // threads (out of a patched range, out of a pad).
 //
+// # Writes inside Exclusive
+//
+// While every thread is stopped inside Exclusive, memory writes are kept
+// and made when it ends, a page at a time (read once, the writes
+// applied in order, the changed span written once); reads see them, and
+// any resumption, detach or injected system call makes them first
+// (writebatch.go). A tstart placing a thousand jumps 17 bytes apart then
+// writes a few pages instead of a thousand times.
+//
 // # Fault fixups
 //
 // SetFaultHook sees every SIGSEGV and SIGBUS a fault raises before

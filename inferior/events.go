@@ -139,6 +139,9 @@ func (p *Process) resumeThread(t *thread) {
 // first; see prepareSignal), writing stale debug registers first. A
 // signal it fails to deliver is queued again for the thread.
 func (p *Process) rawResume(t *thread, step bool, qs queuedSignal) error {
+	if err := p.flushWrites(); err != nil {
+		return fmt.Errorf("resuming thread %d: %w", t.tid, err)
+	}
 	p.updateOptions(t)
 	if t.drGen != p.drGen {
 		if err := p.writeDebugRegs(t); err == nil {
@@ -1135,6 +1138,9 @@ func (p *Process) detachThreads() error {
 	}
 	p.pending = nil
 	p.consumeInterrupt()
+	if err := p.flushWrites(); err != nil {
+		firstErr = fmt.Errorf("detach: %w", err)
+	}
 	for tid, t := range p.threads {
 		if t.zombie {
 			continue

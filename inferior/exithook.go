@@ -110,5 +110,6 @@ func (p *Process) exitEventStop(t *thread) {
 func (p *Process) releaseExitingThread(tid int) {
 	// PTRACE_CONT of a thread in a ptrace-stop fails only if it is gone
 	// (SIGKILLed meanwhile): then there is nothing left to do.
+	_ = p.flushWrites()
 	_ = ptraceCont(tid, 0)
 }

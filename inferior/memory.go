@@ -18,6 +18,14 @@ type swBreakpoint struct {
 
 // readRaw reads memory as it is, int3s included.
 func (p *Process) readRaw(addr uint64, buf []byte) (int, error) {
+	n, err := p.readNow(addr, buf)
+	p.overlayPending(addr, buf[:n])
+	return n, err
+}
+
+// readNow reads memory as it is now, without the writes kept for later
+// (writebatch.go).
+func (p *Process) readNow(addr uint64, buf []byte) (int, error) {
 	if len(buf) == 0 {
 		return 0, nil
 	}
@@ -57,6 +65,14 @@ func (p *Process) readRaw(addr uint64, buf []byte) (int, error) {
 // writeRaw writes memory as it is through /proc/PID/mem (which can write
 // read-only text).
 func (p *Process) writeRaw(addr uint64, data []byte) error {
+	if len(data) == 0 || p.exitEvent == nil && p.memFile != nil && p.deferWrite(addr, data) {
+		return nil
+	}
+	return p.writeNow(addr, data)
+}
+
+// writeNow writes memory at once (writeRaw may keep a write for later).
+func (p *Process) writeNow(addr uint64, data []byte) error {
 	if len(data) == 0 {
 		return nil
 	}

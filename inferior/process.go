@@ -32,6 +32,10 @@ type Process struct {
 	// catch is the syscalls to stop at (syscalls.go), owned by the
 	// ptrace goroutine.
 	catch catchState
+	// writeBatch counts the Exclusive calls running; kept are the
+	// memory writes kept until the outermost ends (writebatch.go).
+	writeBatch int
+	kept       pendingWrites
 
 	reqs      chan func()
 	quit      chan struct{}
@@ -270,7 +274,18 @@ func (p *Process) direct(f func() error) error {
 // another goroutine that uses the Process. It returns ErrClosed, without
 // running f, once the Process is closed.
 func (p *Process) Exclusive(f func()) error {
-	return p.do(func() error { f(); return nil })
+	return p.do(func() error {
+		// f's memory writes are made at its end, a page at a time
+		// (writebatch.go).
+		p.writeBatch++
+		defer func() {
+			if p.writeBatch--; p.writeBatch == 0 {
+				_ = p.flushWrites() // a failed write there means the process is gone
+			}
+		}()
+		f()
+		return nil
+	})
 }
 
 // do runs f on the ptrace goroutine and returns its error. Called on that
@@ -578,6 +593,7 @@ func (p *Process) waitAttachStop(t *thread) error {
 
 // detachAll detaches every attached thread (attach failure cleanup).
 func (p *Process) detachAll() {
+	_ = p.flushWrites()
 	for tid, t := range p.threads {
 		if t.sigstopExpected {
 			_ = unix.Tgkill(p.pid, tid, unix.SIGCONT)

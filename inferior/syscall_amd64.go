@@ -117,6 +117,9 @@ func (p *Process) injectAtSyscallEntry(t *thread, nr uintptr, args ...uint64) (u
 		t.skipEntry = int(int64(saved.Orig_rax)) + 1
 		return unix.PtraceSetRegs(t.tid, &back)
 	}
+	if err := p.flushWrites(); err != nil {
+		return 0, err
+	}
 	for {
 		if err := unix.PtraceSyscall(t.tid, 0); err != nil {
 			return 0, fmt.Errorf("running the system call: %w", err)

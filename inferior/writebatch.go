@@ -1,0 +1,123 @@
+package inferior
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Writes combined while the process is stopped (Exclusive).
+//
+// Inside Exclusive every thread stays stopped unless the package resumes
+// one, so the memory writes of a tstart placing a thousand jumps (each
+// a pwrite of /proc/PID/mem, about 5 µs) are kept and made at its end a
+// page at a time: the page read once, the writes applied in order, the
+// changed span written once. Reads see the kept writes (readRaw applies
+// them), and anything that lets a thread run — a resumption, a detach,
+// an injected system call — makes them first (flushWrites).
+
+// pendingWrites are writes kept for later, in order, indexed by page.
+type pendingWrites struct {
+	writes []memWrite
+	pages  map[uint64][]int // page address → indexes in writes
+}
+
+// memWrite is one kept write.
+type memWrite struct {
+	addr uint64
+	data []byte
+}
+
+// deferWrite keeps a write for flushWrites; false when writes are not
+// being kept now.
+func (p *Process) deferWrite(addr uint64, data []byte) bool {
+	if p.writeBatch == 0 || p.anyRunning() {
+		return false
+	}
+	pw := &p.kept
+	if pw.pages == nil {
+		pw.pages = map[uint64][]int{}
+	}
+	i := len(pw.writes)
+	pw.writes = append(pw.writes, memWrite{addr, append([]byte(nil), data...)})
+	for page := addr &^ (pageSize - 1); page < addr+uint64(len(data)); page += pageSize {
+		pw.pages[page] = append(pw.pages[page], i)
+	}
+	return true
+}
+
+// overlayPending applies the kept writes to buf, read from addr.
+func (p *Process) overlayPending(addr uint64, buf []byte) {
+	pw := &p.kept
+	if len(pw.writes) == 0 || len(buf) == 0 {
+		return
+	}
+	var idx []int
+	for page := addr &^ (pageSize - 1); page < addr+uint64(len(buf)); page += pageSize {
+		idx = append(idx, pw.pages[page]...)
+	}
+	sort.Ints(idx) // in the order they were made
+	prev := -1
+	for _, i := range idx {
+		if i == prev {
+			continue // a write over two pages is listed twice
+		}
+		prev = i
+		applyWrite(addr, buf, pw.writes[i])
+	}
+}
+
+// applyWrite copies the part of w that falls in buf (memory from addr).
+func applyWrite(addr uint64, buf []byte, w memWrite) {
+	lo, hi := max(addr, w.addr), min(addr+uint64(len(buf)), w.addr+uint64(len(w.data)))
+	if lo < hi {
+		copy(buf[lo-addr:hi-addr], w.data[lo-w.addr:hi-w.addr])
+	}
+}
+
+// flushWrites makes the kept writes: each page touched is read, the
+// writes applied, and the span they changed written in one go; a page
+// that cannot be read whole gets its writes one by one.
+func (p *Process) flushWrites() error {
+	pw := p.kept
+	p.kept = pendingWrites{}
+	if len(pw.writes) == 0 {
+		return nil
+	}
+	pages := make([]uint64, 0, len(pw.pages))
+	for page := range pw.pages {
+		pages = append(pages, page)
+	}
+	sort.Slice(pages, func(i, j int) bool { return pages[i] < pages[j] })
+	var first error
+	for _, page := range pages {
+		if err := p.flushPage(page, pw.writes, pw.pages[page]); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// flushPage writes the writes idx (in order) that touch page.
+func (p *Process) flushPage(page uint64, writes []memWrite, idx []int) error {
+	buf := make([]byte, pageSize)
+	if n, err := p.readRaw(page, buf); err != nil || n != len(buf) {
+		for _, i := range idx {
+			w := writes[i]
+			lo, hi := max(page, w.addr), min(page+pageSize, w.addr+uint64(len(w.data)))
+			if err := p.writeNow(lo, w.data[lo-w.addr:hi-w.addr]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	lo, hi := page+pageSize, page
+	for _, i := range idx {
+		w := writes[i]
+		applyWrite(page, buf, w)
+		lo, hi = min(lo, max(page, w.addr)), max(hi, min(page+pageSize, w.addr+uint64(len(w.data))))
+	}
+	if err := p.writeNow(lo, buf[lo-page:hi-page]); err != nil {
+		return fmt.Errorf("writing the kept writes at %#x: %w", lo, err)
+	}
+	return nil
+}
