@@ -123,6 +123,9 @@ type Installer struct {
 	// outside one. codeMu guards it.
 	codeMu    sync.Mutex
 	codePages codeCache
+	// padTemplates are pads built, by the key of their spec
+	// (buildPadLocked); mu.
+	padTemplates map[jit.PadKey]*jit.JumpPad
 	// newWrites are the writes into fresh pad memory a Batch defers
 	// to its end (writeNewMemory), contiguous ones merged; codeMu.
 	newWrites []memWrite
@@ -815,6 +818,27 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	return in.placeJump(tp, acts, cands)
 }
 
+// buildPadLocked builds the pad of spec, or copies one built for
+// another tracepoint with the same spec otherwise (jit.PadSpec.Key: no
+// condition or collection code) and retargets it.
+func (in *Installer) buildPadLocked(spec jit.PadSpec) (*jit.JumpPad, error) {
+	key, ok := spec.Key()
+	if t := in.padTemplates[key]; ok && t != nil {
+		p := t.Clone()
+		if err := p.Retarget(spec.TPAddr, spec.TPIndex); err == nil {
+			return p, nil
+		}
+	}
+	p, err := jit.BuildJumpPadAMD64(spec)
+	if err == nil && ok {
+		if in.padTemplates == nil {
+			in.padTemplates = map[jit.PadKey]*jit.JumpPad{}
+		}
+		in.padTemplates[key] = p.Clone()
+	}
+	return p, err
+}
+
 // unplacedError says that no candidate shape got pad memory.
 type unplacedError struct{ err error }
 
@@ -883,7 +907,7 @@ func (in *Installer) placeJump(tp *tracing.Tracepoint, acts *padActions, cands [
 		return fmt.Errorf("a record of %d bytes does not fit twice in a %d-byte lane", spec.RecordSize(), in.lanes.laneSize)
 	}
 	// Built once, then placed where its size finds room (Place).
-	pad, err := jit.BuildJumpPadAMD64(spec)
+	pad, err := in.buildPadLocked(spec)
 	if err != nil {
 		return fmt.Errorf("building the pad: %w", err)
 	}
@@ -898,7 +922,7 @@ func (in *Installer) placeJump(tp *tracing.Tracepoint, acts *padActions, cands [
 		// The push at the tracepoint's address ran: its registers had
 		// rsp 8 higher.
 		spec.SPBias = 8
-		if pad, err = jit.BuildJumpPadAMD64(spec); err != nil {
+		if pad, err = in.buildPadLocked(spec); err != nil {
 			return fmt.Errorf("building the pad: %w", err)
 		}
 		if n := align16(uint64(len(pad.Code))); n != padLen {

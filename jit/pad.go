@@ -231,6 +231,10 @@ type JumpPad struct {
 	// in Code of the rel32 fields of its jumps to the tail (Place).
 	at       uint64
 	tailRels []int
+	// fixups are the fields Retarget rewrites; nil when the pad cannot
+	// be retargeted. compact: it writes compact records.
+	fixups  []tpFixup
+	compact bool
 }
 
 // Place moves the pad to addr, with the relocated instructions it ends by
@@ -324,6 +328,9 @@ type padBuilder struct {
 	collectErrFix []int
 	// tpLoad and tpLoadEnd bracket the %fs:0 load (TPLoad), -1 when none.
 	tpLoad, tpLoadEnd int
+	// fixups are the fields holding the tracepoint's values
+	// (padretarget.go).
+	fixups []tpFixup
 }
 
 // BuildJumpPadAMD64 generates the amd64 jump pad for spec. The pad saves
@@ -378,6 +385,10 @@ func BuildJumpPadAMD64(spec PadSpec) (*JumpPad, error) {
 		Faults:     faults,
 		at:         spec.Addr,
 		tailRels:   []int{tailFix, earlyTail},
+	}
+	if b.retargetable() {
+		pad.fixups = append(make([]tpFixup, 0, len(b.fixups)), b.fixups...)
+		pad.compact = spec.Compact
 	}
 	// The jumps to the tail, as Place writes them for the pad where it is.
 	if err := pad.Place(spec.Addr, spec.TailAddr); err != nil {
@@ -498,7 +509,7 @@ func (b *padBuilder) entry() {
 	if b.needsBlock() {
 		a.lea(rAX, at(padBase, padThreadRSP+b.spec.SPBias))
 		a.store64(at(padBase, 8*7), rAX)
-		a.movImm(rAX, b.spec.TPAddr)
+		b.movTPImm64(rAX, fixAddr, 0, 0)
 		a.store64(at(padBase, 8*16), rAX)
 		a.load64(rAX, at(padBase, padFlagsOff))
 		a.store64(at(padBase, 8*17), rAX)
@@ -526,6 +537,7 @@ func (b *padBuilder) entry() {
 	a.aluRR(aluOr, rAX, rDX)
 	a.store64(at(rSP, locTime), rAX)
 	a.lea(padTP, at(padCtl, b.tpDisp))
+	b.fixAt(fixDisp32, 0, 0)
 }
 
 // condition calls the condition code: false skips, an error goes to the
@@ -644,7 +656,7 @@ func (b *padBuilder) compactRecord() {
 	a.load64(rAX, at(rSP, locTime))
 	a.shiftImm(shiftShl, rAX, 64-RecCompactTimeBits)
 	a.shiftImm(shiftShr, rAX, 64-RecCompactTimeBits)
-	a.movImm(rCX, RecCompactBit|uint64(b.spec.TPIndex)<<RecCompactTPShift)
+	b.movTPImm64(rCX, fixWord64, RecCompactBit, RecCompactTPShift)
 	a.aluRR(aluOr, rAX, rCX)
 	a.store64(at(padRecord, 0), rAX) // the commit
 	a.aluRR32(aluXor, padSizeR, padSizeR)
@@ -684,6 +696,7 @@ func (b *padBuilder) spend() {
 func (b *padBuilder) header(used, flags uint32) {
 	a := &b.a
 	a.store32Imm(at(padRecord, RecTPIndex), b.spec.TPIndex)
+	b.fixAt(fixIdx32, 0, 0)
 	a.store32Imm(at(padRecord, RecUsed), used)
 	a.store32Imm(at(padRecord, RecFlags), flags)
 	a.load64(rAX, at(rSP, locTime))
@@ -712,7 +725,7 @@ func (b *padBuilder) passCheck() {
 // why in CtlStop, for the stub. Clobbers rax and rcx.
 func (b *padBuilder) stopTracing(why uint64) {
 	a := &b.a
-	a.movImm(rCX, why|uint64(b.spec.TPIndex)<<32)
+	b.movTPImm64(rCX, fixWord64, why, 32)
 	a.aluRR32(aluXor, rAX, rAX)
 	a.lockCmpxchg(at(padCtl, CtlStop), rCX)
 	a.aluRR32(aluXor, rAX, rAX)
