@@ -1,7 +1,5 @@
 package fasttp
 
-import "fmt"
-
 // The program's code as ReadMemory shows it (the original bytes under
 // breakpoints and code patches), kept a page at a time for one Batch.
 // Inside a Batch the program is stopped and the installer's own jumps,
@@ -74,47 +72,6 @@ func (in *Installer) forgetCode(addr, n uint64) {
 	for page := addr &^ (codePage - 1); page < addr+n; page += codePage {
 		delete(in.codePages, page)
 	}
-}
-
-// memWrite is a write into the process.
-type memWrite struct {
-	addr uint64
-	data []byte
-}
-
-// writeNewMemory writes data into memory the installer mapped that no
-// thread runs yet (a pad, a trampoline, an entry jump): inside a Batch,
-// at the Batch's end (flushNewWrites), in as few writes as contiguous
-// pads allow, before any thread runs or is moved into a pad.
-func (in *Installer) writeNewMemory(addr uint64, data []byte) error {
-	in.codeMu.Lock()
-	if in.codePages == nil {
-		in.codeMu.Unlock()
-		return in.writeMemory(addr, data)
-	}
-	defer in.codeMu.Unlock()
-	if n := len(in.newWrites); n > 0 {
-		if last := &in.newWrites[n-1]; last.addr+uint64(len(last.data)) == addr {
-			last.data = append(last.data, data...)
-			return nil
-		}
-	}
-	in.newWrites = append(in.newWrites, memWrite{addr, append([]byte(nil), data...)})
-	return nil
-}
-
-// flushNewWrites makes the writes a Batch deferred.
-func (in *Installer) flushNewWrites() error {
-	in.codeMu.Lock()
-	writes := in.newWrites
-	in.newWrites = nil
-	in.codeMu.Unlock()
-	for _, w := range writes {
-		if err := in.writeMemory(w.addr, w.data); err != nil {
-			return fmt.Errorf("writing %d bytes of pads at %#x: %w", len(w.data), w.addr, err)
-		}
-	}
-	return nil
 }
 
 // insertPatch inserts a code patch (inferior.Process.InsertPatch); inside

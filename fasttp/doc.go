@@ -120,9 +120,9 @@
 // patch is written in one write. Only the cheap shapes are listed first
 // (KeptCandidates), the others (ShortSites and EvictSite search the code
 // around) only when none of those is free and places: the same choice.
-// Fresh pads, trampolines and entry jumps are written at the Batch's end
-// (writeNewMemory), and the Batch runs in inferior.Process.Exclusive,
-// which makes all its memory writes a page at a time at its end. The
+// The Batch runs in inferior.Process.Exclusive, which makes all its
+// memory writes (pads, trampolines, entry jumps, the jumps themselves) a
+// page at a time at its end. The
 // drainer is woken only when collection switches on, and only tries the
 // installer's lock (drainDue): waiting for it put the lock in starvation
 // mode, which cost the installing goroutine a yield at every unlock.

@@ -126,9 +126,6 @@ type Installer struct {
 	// padTemplates are pads built, by the key of their spec
 	// (buildPadLocked); mu.
 	padTemplates map[jit.PadKey]*jit.JumpPad
-	// newWrites are the writes into fresh pad memory a Batch defers
-	// to its end (writeNewMemory), contiguous ones merged; codeMu.
-	newWrites []memWrite
 
 	// drainMu serialises drains (the drainer goroutine and Sync), so
 	// records reach the engine once and in order, and every look at the
@@ -332,16 +329,10 @@ func (in *Installer) endBatch() {
 	// Jumps taken out again within the Batch (another tracepoint shares
 	// their bytes) have their instructions back: nothing to move.
 	sites = slices.DeleteFunc(sites, func(s *jumpSite) bool { return !s.patched })
-	err := in.flushNewWrites()
 	if len(sites) == 0 {
-		if err != nil {
-			in.logf("fast tracepoints: %v", err)
-		}
 		return
 	}
-	if err == nil {
-		err = in.moveThreadsOut(sites)
-	}
+	err := in.moveThreadsOut(sites)
 	if err == nil {
 		return
 	}
@@ -945,13 +936,13 @@ func (in *Installer) placeJump(tp *tracing.Tracepoint, acts *padActions, cands [
 		img[i] = 0xcc
 	}
 	copy(img[padLen:], tail)
-	if err := in.writeNewMemory(base, img); err != nil {
+	if err := in.writeMemory(base, img); err != nil {
 		return fmt.Errorf("writing the pad: %w", err)
 	}
 	if entry != base {
 		jmp, err := appendJmpRel32(nil, entry, base)
 		if err == nil {
-			err = in.writeNewMemory(entry, jmp)
+			err = in.writeMemory(entry, jmp)
 		}
 		if err != nil {
 			return fmt.Errorf("writing the jump to the pad: %w", err)
@@ -1080,7 +1071,7 @@ func (in *Installer) writeTrampoline(site Site) error {
 	if len(code) > TrampolineSize {
 		return fmt.Errorf("the evicted instruction's trampoline takes %d bytes, %d reserved", len(code), TrampolineSize)
 	}
-	if err := in.writeNewMemory(site.Tramp, code); err != nil {
+	if err := in.writeMemory(site.Tramp, code); err != nil {
 		return fmt.Errorf("writing the trampoline: %w", err)
 	}
 	return nil
