@@ -228,7 +228,7 @@ func SiteCandidates(back, code []byte, addr uint64, isCode CodeOracle) ([]Site, 
 	if err == nil && len(site.Puns) == 0 {
 		return []Site{site}, nil
 	}
-	out, _ := KeptCandidates(code, addr)
+	out, _ := keptSites(code, addr)
 	if sh, serr := ShortSites(back, code, addr, isCode); serr == nil {
 		out = append(out, sh...)
 	}
@@ -252,6 +252,12 @@ func KeptCandidates(code []byte, addr uint64) ([]Site, error) {
 	if site, err := PlanSite(code, addr); err == nil && len(site.Puns) == 0 {
 		return []Site{site}, nil
 	}
+	return keptSites(code, addr)
+}
+
+// keptSites returns the successor-preserving jump at addr and its
+// prefix-padded variants (KeepSite's error when it refuses).
+func keptSites(code []byte, addr uint64) ([]Site, error) {
 	k, err := KeepSite(code, addr)
 	if err != nil {
 		return nil, err
