@@ -40,10 +40,7 @@ func (p *Process) injectSyscall(t *thread, nr uintptr, args ...uint64) (uint64, 
 		regs := saved
 		regs.Rax = uint64(nr)
 		regs.Orig_rax = ^uint64(0) // no syscall restart on the way out
-		argRegs := []*uint64{&regs.Rdi, &regs.Rsi, &regs.Rdx, &regs.R10, &regs.R8, &regs.R9}
-		for i, a := range args {
-			*argRegs[i] = a
-		}
+		setSyscallArgs(&regs, args)
 		regs.Rip = pc
 		return unix.PtraceSetRegs(t.tid, &regs)
 	}
@@ -88,6 +85,14 @@ func (p *Process) injectSyscall(t *thread, nr uintptr, args ...uint64) (uint64, 
 	return 0, errors.New("the injected system call did not complete")
 }
 
+// setSyscallArgs puts a system call's arguments in their registers.
+func setSyscallArgs(regs *unix.PtraceRegs, args []uint64) {
+	argRegs := []*uint64{&regs.Rdi, &regs.Rsi, &regs.Rdx, &regs.R10, &regs.R8, &regs.R9}
+	for i, a := range args {
+		*argRegs[i] = a
+	}
+}
+
 // injectAtSyscallEntry runs system call nr in thread t stopped at the
 // entry of a syscall of its own, which has not run yet (a caught
 // syscall, SetCatchSyscalls): the kernel is made to run ours instead (its
@@ -102,10 +107,7 @@ func (p *Process) injectAtSyscallEntry(t *thread, nr uintptr, args ...uint64) (u
 	}
 	regs := saved
 	regs.Orig_rax = uint64(nr)
-	argRegs := []*uint64{&regs.Rdi, &regs.Rsi, &regs.Rdx, &regs.R10, &regs.R8, &regs.R9}
-	for i, a := range args {
-		*argRegs[i] = a
-	}
+	setSyscallArgs(&regs, args)
 	if err := unix.PtraceSetRegs(t.tid, &regs); err != nil {
 		return 0, fmt.Errorf("setting registers: %w", err)
 	}

@@ -1,7 +1,6 @@
 package inferior
 
 import (
-	"encoding/binary"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -76,8 +75,7 @@ func (p *Process) syscallStop(t *thread) {
 // the syscall's number (orig_rax, which the exit stop keeps too).
 func syscallInfo(tid int) (SyscallStop, int, bool) {
 	var info [88]byte // struct ptrace_syscall_info
-	_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_GET_SYSCALL_INFO, uintptr(tid), uintptr(len(info)), uintptr(unsafe.Pointer(&info[0])), 0, 0)
-	if e != 0 {
+	if err := ptracePtr(unix.PTRACE_GET_SYSCALL_INFO, tid, uintptr(len(info)), unsafe.Pointer(&info[0])); err != nil {
 		return NoSyscall, 0, false
 	}
 	var kind SyscallStop
@@ -91,9 +89,6 @@ func syscallInfo(tid int) (SyscallStop, int, bool) {
 	}
 	var regs unix.PtraceRegs
 	if err := unix.PtraceGetRegs(tid, &regs); err != nil {
-		if kind == SyscallEntry {
-			return kind, int(binary.LittleEndian.Uint64(info[24:])), true // entry.nr
-		}
 		return NoSyscall, 0, false
 	}
 	return kind, int(int64(regs.Orig_rax)), true
