@@ -509,7 +509,7 @@ func (b *padBuilder) entry() {
 	if b.needsBlock() {
 		a.lea(rAX, at(padBase, padThreadRSP+b.spec.SPBias))
 		a.store64(at(padBase, 8*7), rAX)
-		b.movTPImm64(rAX, fixAddr, 0, 0)
+		b.movTPImm64(rAX, tpFixup{kind: fixAddr})
 		a.store64(at(padBase, 8*16), rAX)
 		a.load64(rAX, at(padBase, padFlagsOff))
 		a.store64(at(padBase, 8*17), rAX)
@@ -537,7 +537,7 @@ func (b *padBuilder) entry() {
 	a.aluRR(aluOr, rAX, rDX)
 	a.store64(at(rSP, locTime), rAX)
 	a.lea(padTP, at(padCtl, b.tpDisp))
-	b.fixAt(fixDisp32, 0, 0)
+	b.fixAt(tpFixup{kind: fixDisp32})
 }
 
 // condition calls the condition code: false skips, an error goes to the
@@ -656,7 +656,7 @@ func (b *padBuilder) compactRecord() {
 	a.load64(rAX, at(rSP, locTime))
 	a.shiftImm(shiftShl, rAX, 64-RecCompactTimeBits)
 	a.shiftImm(shiftShr, rAX, 64-RecCompactTimeBits)
-	b.movTPImm64(rCX, fixWord64, RecCompactBit, RecCompactTPShift)
+	b.movTPImm64(rCX, tpFixup{kind: fixWord64, base: RecCompactBit, shift: RecCompactTPShift})
 	a.aluRR(aluOr, rAX, rCX)
 	a.store64(at(padRecord, 0), rAX) // the commit
 	a.aluRR32(aluXor, padSizeR, padSizeR)
@@ -696,7 +696,7 @@ func (b *padBuilder) spend() {
 func (b *padBuilder) header(used, flags uint32) {
 	a := &b.a
 	a.store32Imm(at(padRecord, RecTPIndex), b.spec.TPIndex)
-	b.fixAt(fixIdx32, 0, 0)
+	b.fixAt(tpFixup{kind: fixIdx32})
 	a.store32Imm(at(padRecord, RecUsed), used)
 	a.store32Imm(at(padRecord, RecFlags), flags)
 	a.load64(rAX, at(rSP, locTime))
@@ -725,7 +725,7 @@ func (b *padBuilder) passCheck() {
 // why in CtlStop, for the stub. Clobbers rax and rcx.
 func (b *padBuilder) stopTracing(why uint64) {
 	a := &b.a
-	b.movTPImm64(rCX, fixWord64, why, 32)
+	b.movTPImm64(rCX, tpFixup{kind: fixWord64, base: why, shift: 32})
 	a.aluRR32(aluXor, rAX, rAX)
 	a.lockCmpxchg(at(padCtl, CtlStop), rCX)
 	a.aluRR32(aluXor, rAX, rAX)

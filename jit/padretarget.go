@@ -77,25 +77,19 @@ func (f tpFixup) holds(code []byte, addr uint64, idx uint32) bool {
 	return binary.LittleEndian.Uint32(code[f.off:]) == uint32(f.value(addr, idx))
 }
 
-// fixAt records a fixup whose field ends at the current position.
-func (b *padBuilder) fixAt(kind fixKind, base uint64, shift uint) {
-	f := tpFixup{kind: kind, base: base, shift: shift}
+// fixAt records fixup f of the field that ends at the current position.
+func (b *padBuilder) fixAt(f tpFixup) {
 	f.off = b.a.pos() - f.size()
 	b.fixups = append(b.fixups, f)
 }
 
-// movTPImm64 loads a value of the tracepoint's into dst with a 10-byte
-// mov whatever the value, and records it.
-func (b *padBuilder) movTPImm64(dst gpr, kind fixKind, base uint64, shift uint) {
+// movTPImm64 loads f's value into dst with a 10-byte mov whatever the
+// value, and records f.
+func (b *padBuilder) movTPImm64(dst gpr, f tpFixup) {
 	b.a.rex(true, 0, 0, dst, false)
 	b.a.byte1(0xb8 + byte(dst&7))
-	b.a.imm64(fixup(kind, base, shift).value(b.spec.TPAddr, b.spec.TPIndex))
-	b.fixAt(kind, base, shift)
-}
-
-// fixup is the fixup of a field not yet placed.
-func fixup(kind fixKind, base uint64, shift uint) tpFixup {
-	return tpFixup{kind: kind, base: base, shift: shift}
+	b.a.imm64(f.value(b.spec.TPAddr, b.spec.TPIndex))
+	b.fixAt(f)
 }
 
 // retargetable reports whether every recorded field holds what the spec
