@@ -201,7 +201,11 @@
 // PadSpec.Addr (the rel32s of its jumps to TailAddr, and the absolute
 // addresses of Skip and Faults), so JumpPad.Place moves a built pad
 // without building it again; it embeds the control block's absolute
-// address. A pad never traps: a full lane drops the hit, and a
+// address. Its tracepoint's address and table index sit in fixed-size
+// immediates it lists, so JumpPad.Clone and Retarget make the pad of
+// another tracepoint with the same spec otherwise (PadSpec.Key) without
+// building it; SPBias makes the register block's rsp that of the
+// instruction before the jump (a push left in place). A pad never traps: a full lane drops the hit, and a
 // reached passcount or a failure clears CtlActive for the stub to notice.
 // Shared state is the control block (one per process, Ctl* offsets,
 // 8-byte little-endian fields) and the lanes it describes:
