@@ -208,6 +208,7 @@ func (in *Installer) setLanesLocked(l *lanes) {
 type TrapInstaller interface {
 	tracing.Installer
 	Flush()
+	FlushDue() bool
 }
 
 // memory is how the installer reaches inferior memory: the Process from
@@ -653,6 +654,16 @@ func (in *Installer) Remove(tp *tracing.Tracepoint) error {
 	}
 	in.mu.Unlock()
 	return in.unpatch(s)
+}
+
+// FlushDue reports whether Flush has code to change: removals requested
+// while a trap hook ran, jumps held back by a breakpoint. In non-stop
+// mode the server pauses the running threads for it.
+func (in *Installer) FlushDue() bool {
+	in.mu.Lock()
+	due := len(in.pending) > 0 || len(in.heldBack) > 0
+	in.mu.Unlock()
+	return due || in.traps.FlushDue()
 }
 
 // Flush finishes removals requested while a trap hook ran. The server

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -24,6 +23,10 @@ func (p *Process) anyRunning() bool {
 
 // drain collects every status change available without blocking.
 func (p *Process) drain() {
+	if p.nonStop {
+		p.drainAll()
+		return
+	}
 	for p.reportable() < 0 {
 		// Once an event is to be reported, the rest waits for the
 		// waiter's stopAll: threads that keep hitting trap tracepoints
@@ -129,7 +132,7 @@ func (p *Process) hasPending(tid int) bool {
 // unless a stop of every thread is in progress or it has an event queued.
 // The next signal due to it is delivered.
 func (p *Process) resumeThread(t *thread) {
-	if p.stopping || !t.stopped || !t.resumed || p.hasPending(t.tid) || p.exitEvent != nil {
+	if p.stopping || p.paused > 0 || !t.stopped || !t.resumed || p.hasPending(t.tid) || p.exitEvent != nil {
 		return
 	}
 	_ = p.resumeDelivering(t)
@@ -201,6 +204,10 @@ func (p *Process) handleStop(t *thread, ws unix.WaitStatus) {
 			}
 		}
 		p.threadStarted(t)
+		if t.stopRequested {
+			p.stopAsRequested(t)
+			return
+		}
 		p.resumeThread(t)
 	case sig == unix.SIGTRAP:
 		p.handleTrap(t)
@@ -275,7 +282,14 @@ func (p *Process) handleEvent(t *thread, event int) {
 // onExec resets the state an execve destroyed and queues the exec stop.
 func (p *Process) onExec(t *thread) {
 	// The execing thread now has the leader's tid; every other thread is
-	// gone.
+	// gone. It was running as gdb asked, whatever gdb asked of the
+	// leader (a non-leader's exec with the leader held stopped, under
+	// scheduler-locking or in non-stop mode, must still be reported).
+	if msg, err := unix.PtraceGetEventMsg(t.tid); err == nil && int(msg) != t.tid {
+		if old := p.threads[int(msg)]; old != nil {
+			t.resumed, t.step, t.stopRequested = old.resumed, old.step, old.stopRequested
+		}
+	}
 	for tid := range p.threads {
 		if tid != t.tid {
 			delete(p.threads, tid)
@@ -428,11 +442,7 @@ func (p *Process) recordStopPCs() {
 // trap whose hook already ran are stepped over it, one at a time with
 // everything stopped, then all are resumed.
 func (p *Process) resumeAfterHooks() {
-	tids := make([]int, 0, len(p.threads))
-	for tid := range p.threads {
-		tids = append(tids, tid)
-	}
-	sort.Ints(tids)
+	tids := p.sortedTids()
 	for _, tid := range tids {
 		t := p.threads[tid]
 		if t == nil || t.hookedAt == 0 {
@@ -580,6 +590,11 @@ func (p *Process) serviceWaiter() {
 	switch {
 	case p.exitEvent != nil:
 		ev = *p.exitEvent
+	case p.nonStop:
+		var ok bool
+		if ev, ok = p.nextNonStopEvent(); !ok {
+			return
+		}
 	default:
 		p.dropStaleEvents()
 		if p.reportable() < 0 {
@@ -736,11 +751,10 @@ func (p *Process) resume(actions []Action) error {
 			return fmt.Errorf("resume: thread %d: %w", a.Tid, ErrNoThread)
 		}
 	}
-	tids := make([]int, 0, len(p.threads))
-	for tid := range p.threads {
-		tids = append(tids, tid)
+	if p.nonStop {
+		return p.resumeNonStop(actions)
 	}
-	sort.Ints(tids)
+	tids := p.sortedTids()
 	var toRun []*thread
 	for _, tid := range tids {
 		t := p.threads[tid]
@@ -768,36 +782,8 @@ func (p *Process) resume(actions []Action) error {
 	}
 	// Step threads off our breakpoints one at a time, the others stopped.
 	for _, t := range toRun {
-		if !t.stopped {
-			continue
-		}
-		pc, err := getPC(t.tid)
-		if err != nil {
-			continue
-		}
-		bp := p.swbps[pc]
-		if bp == nil || !bp.inserted || (pc != t.stopPC && pc != t.hookedAt) {
-			// Not on a breakpoint, or gdb moved the pc onto one (jump):
-			// then the breakpoint is to be hit, as with gdbserver.
-			continue
-		}
-		// gdb's signal goes with the step over, unless older signals
-		// are queued for the thread: they all wait for the real
-		// resumption below (delivered during the step, their handler
-		// would return onto the breakpoint and hit it a second time).
-		var qs queuedSignal
-		if !p.signalsQueued(t) {
-			qs = p.takeGDBSignal(t)
-		}
-		if err := p.stepOverBreakpoint(t, bp, qs); err != nil {
-			if errors.Is(err, ErrNoThread) || errors.Is(err, unix.ESRCH) {
-				continue // it died: Wait reports what happened
-			}
-			return fmt.Errorf("resume: stepping thread %d over the breakpoint at %#x: %w", t.tid, pc, err)
-		}
-		if p.threads[t.tid] == t && t.step && !p.hasPending(t.tid) {
-			// The step over the breakpoint was the step gdb asked for.
-			p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(unix.SIGTRAP)})
+		if err := p.stepOffBreakpoint(t); err != nil {
+			return err
 		}
 		if p.exitEvent != nil {
 			return nil
@@ -817,6 +803,53 @@ func (p *Process) resume(actions []Action) error {
 			}
 			return fmt.Errorf("resume: %w", err)
 		}
+	}
+	return nil
+}
+
+// onReportedBreakpoint returns the breakpoint a stopped thread about to
+// run must first be stepped over: one whose hit was reported (or whose
+// hook ran) and which the thread has not left. A thread gdb moved onto a
+// breakpoint (jump) gets none: it is to hit it, as with gdbserver.
+func (p *Process) onReportedBreakpoint(t *thread) (*swBreakpoint, uint64) {
+	if !t.stopped {
+		return nil, 0
+	}
+	pc, err := getPC(t.tid)
+	if err != nil {
+		return nil, 0
+	}
+	bp := p.swbps[pc]
+	if bp == nil || !bp.inserted || (pc != t.stopPC && pc != t.hookedAt) {
+		return nil, 0
+	}
+	return bp, pc
+}
+
+// stepOffBreakpoint steps t, about to be resumed, over the breakpoint it
+// stopped on, alone; every other thread must be stopped meanwhile.
+func (p *Process) stepOffBreakpoint(t *thread) error {
+	bp, pc := p.onReportedBreakpoint(t)
+	if bp == nil {
+		return nil
+	}
+	// gdb's signal goes with the step over, unless older signals
+	// are queued for the thread: they all wait for the real
+	// resumption (delivered during the step, their handler
+	// would return onto the breakpoint and hit it a second time).
+	var qs queuedSignal
+	if !p.signalsQueued(t) {
+		qs = p.takeGDBSignal(t)
+	}
+	if err := p.stepOverBreakpoint(t, bp, qs); err != nil {
+		if errors.Is(err, ErrNoThread) || errors.Is(err, unix.ESRCH) {
+			return nil // it died: Wait reports what happened
+		}
+		return fmt.Errorf("resume: stepping thread %d over the breakpoint at %#x: %w", t.tid, pc, err)
+	}
+	if p.threads[t.tid] == t && t.step && !p.hasPending(t.tid) {
+		// The step over the breakpoint was the step gdb asked for.
+		p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(unix.SIGTRAP)})
 	}
 	return nil
 }

@@ -68,10 +68,14 @@ type Process struct {
 	exitEvent *StopEvent   // set once the process is gone
 	waiter    chan waitResult
 	stopping  bool // stopAll in progress: leave stopped threads stopped
-	sigchld   chan os.Signal
-	memFile   *os.File
-	swbps     map[uint64]*swBreakpoint
-	patches   patchSet // code patches by start address
+	// nonStop: gdb's non-stop mode (SetNonStop); paused counts the
+	// Pause calls not yet released (no thread is resumed meanwhile).
+	nonStop bool
+	paused  int
+	sigchld chan os.Signal
+	memFile *os.File
+	swbps   map[uint64]*swBreakpoint
+	patches patchSet // code patches by start address
 	// Fork events (SetReportForks): children held for gdb, by pid.
 	reportFork, reportVFork bool
 	forks                   map[int]*forkChild
@@ -133,6 +137,9 @@ type thread struct {
 	// reported (injectAtSyscallEntry rewound the thread to run it again).
 	atSyscallEntry bool
 	skipEntry      int
+	// stopRequested: gdb asked for this running thread to stop (non-stop
+	// vCont;t); its SIGSTOP is reported as a stop with signal 0.
+	stopRequested bool
 }
 
 type waitResult struct {
@@ -201,7 +208,7 @@ func (p *Process) loop(started chan struct{}) {
 		}
 		p.opMu.Lock()
 		p.serviceWaiter()
-		block := p.waiter != nil && p.anyRunning() && len(p.reqs) == 0 && len(p.pending) == 0
+		block := p.waiter != nil && !p.nonStop && p.anyRunning() && len(p.reqs) == 0 && len(p.pending) == 0
 		p.opMu.Unlock()
 		if block {
 			// Someone waits for the running process: block in wait4

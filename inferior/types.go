@@ -154,6 +154,9 @@ var (
 	// ErrUnsupported: the hardware cannot do this (e.g. read watchpoints
 	// on x86); gdb should be answered with an empty reply.
 	ErrUnsupported = errors.New("inferior: not supported")
+	// ErrWaitCancelled: CancelWait ended the Wait before it found an
+	// event.
+	ErrWaitCancelled = errors.New("inferior: wait cancelled")
 	// ErrNoDebugRegister: every debug register is in use.
 	ErrNoDebugRegister = errors.New("inferior: no free debug register")
 )

@@ -26,7 +26,9 @@ type dispatchState struct {
 // inlineDispatch is the rsp.Conn dispatch function: it handles p on the
 // reader goroutine and reports true, or leaves it to Serve.
 func (s *Server) inlineDispatch(p rsp.Packet) bool {
-	if !s.disp.inline(p, s.conn.NoAck()) {
+	// In non-stop mode Serve's goroutine also handles the process's
+	// events: every packet goes there, so that one goroutine does all.
+	if !s.disp.inline(p, s.conn.NoAck() && !s.ns.on.Load()) {
 		return false
 	}
 	if err := s.handle(p.Data); err != nil {

@@ -68,12 +68,13 @@ func (s *Server) buildMux() *rsp.Mux {
 	h("k", s.kill)
 	h("vKill", s.kill)
 	h("D", s.detach)
+	h("QNonStop:", s.qNonStop)
+	h("vStopped", s.vStopped)
 	h("vCont?", func([]byte) []byte { return []byte("vCont;c;C;s;S;t;r") })
 	h("vMustReplyEmpty", func([]byte) []byte { return []byte{} })
 	h("vRun;", s.refusedIf(s.cfg.NoRunAttach, "--no-run-attach", s.vRun))
 	h("vAttach;", s.refusedIf(s.cfg.NoRunAttach, "--no-run-attach", s.vAttach))
 	h("vFile:", s.refusedIf(s.cfg.NoFileAccess, "--no-file-access", s.files.Handle))
-	h("vStopped", func([]byte) []byte { return rsp.OK })
 	h("QPassSignals:", s.qPassSignals)
 	h("QCatchSyscalls:", s.qCatchSyscalls)
 	h("QProgramSignals:", s.qProgramSignals)
@@ -150,7 +151,7 @@ func (s *Server) qSupported(pkt []byte) []byte {
 		"qXfer:libraries-svr4:read+", "qXfer:auxv:read+", "qXfer:features:read+",
 		"qXfer:exec-file:read+", "qXfer:threads:read+", "qXfer:siginfo:read+",
 		"QStartNoAckMode+", "swbreak+", "hwbreak+", "vContSupported+",
-		"QThreadEvents+",
+		"QThreadEvents+", "QNonStop+",
 	}
 	if s.multiprocess {
 		feats = append(feats, "multiprocess+")
@@ -208,6 +209,9 @@ func (s *Server) haltReason([]byte) []byte {
 			return s.stopReply(s.lastStop)
 		}
 		return []byte("W00")
+	}
+	if s.ns.on.Load() && !s.exited {
+		return s.haltReasonNonStop()
 	}
 	return s.stopReply(s.lastStop)
 }

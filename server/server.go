@@ -111,6 +111,7 @@ type Server struct {
 	lastPid int  // pid of the current or last process
 	exitReq bool // monitor exit
 	disp    dispatchState
+	ns      nonStopState // gdb's non-stop mode (nonstop.go)
 
 	gThread, cThread int // Hg / Hc selections (0 = any, -1 = all)
 
@@ -149,6 +150,7 @@ func New(cfg Config) *Server {
 		layout:      tdesc.AMD64Linux(cpu.X86.HasAVX),
 		files:       hostio.NewServer(),
 		xfer:        map[string][]byte{},
+		ns:          newNonStopState(),
 	}
 	s.trace = tracing.NewEngine(tracing.Config{Layout: s.layout, Live: liveMemory{s},
 		NoSave: cfg.NoSave, SaveDir: cfg.SaveDir})
@@ -254,6 +256,12 @@ func (s *Server) setProcess(p *inferior.Process, attached bool) {
 	s.markers = &markerSource{pid: p.Pid()}
 	s.markerList = nil
 	s.trace.SetStaticData(s.markers)
+	if s.ns.on.Load() {
+		if err := p.SetNonStop(true); err != nil {
+			s.logf("non-stop: %v", err)
+		}
+		s.ns.resetThreads()
+	}
 	p.SetPassSignals(s.passSignals)
 	p.SetCatchSyscalls(s.catchSyscalls.on, s.catchSyscalls.nrs)
 	s.heldBps = nil
@@ -279,7 +287,22 @@ func (s *Server) Serve(rw io.ReadWriteCloser) error {
 	s.conn.Start() // the dispatch function uses s.conn
 	defer s.conn.Close()
 	s.extended = false
-	for pkt := range s.conn.Incoming() {
+	in := s.conn.Incoming()
+	for {
+		var pkt rsp.Packet
+		var ok bool
+		select {
+		case pkt, ok = <-in:
+		case w := <-s.ns.events:
+			// Non-stop: an event of a thread gdb has running.
+			if err := s.onAsyncStop(w); err != nil {
+				return err
+			}
+			continue
+		}
+		if !ok {
+			break
+		}
 		if pkt.Interrupt {
 			s.handledOne()
 			continue // nothing is running: gdbserver ignores it too
@@ -305,6 +328,9 @@ func (s *Server) Serve(rw io.ReadWriteCloser) error {
 
 // onDisconnect does what gdbserver does when gdb vanishes.
 func (s *Server) onDisconnect() {
+	if s.ns.on.Load() {
+		s.leaveNonStop()
+	}
 	s.releaseHeldForks()
 	s.trace.OnDisconnect()
 	s.files.CloseAll()
@@ -335,7 +361,17 @@ func (s *Server) Shutdown() {
 // process until it stops and sends the stop reply).
 func (s *Server) handle(pkt []byte) error {
 	if isResume(pkt) {
+		if s.ns.on.Load() {
+			return s.resumeNonStop(pkt)
+		}
 		return s.resume(pkt)
+	}
+	if s.pausesThreads(pkt) {
+		release := s.proc.Pause()
+		defer func() { s.logPause(string(pkt[:min(len(pkt), 8)]), release()) }()
+		// No paused thread may be left inside a pad the packet could
+		// take away or reuse.
+		s.traps.Stabilize()
 	}
 	reply, ok := s.mux.Dispatch(pkt)
 	if !ok {

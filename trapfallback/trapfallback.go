@@ -162,6 +162,13 @@ func (in *Installer) removeSiteLocked(s *site) error {
 	return nil
 }
 
+// FlushDue reports whether Flush has removals to make.
+func (in *Installer) FlushDue() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return len(in.pending) > 0
+}
+
 // Flush removes traps whose removal was requested during a hit. The
 // server calls it whenever the process has stopped.
 func (in *Installer) Flush() {

@@ -1,0 +1,243 @@
+package inferior
+
+import (
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Non-stop mode (gdb's QNonStop:1): each thread is stopped and resumed on
+// its own. Wait reports one thread's event and leaves the others as they
+// are; Resume changes only the threads its actions name, and a Stop
+// action stops a running thread, which is then reported with signal 0.
+// Where the package must have every thread stopped for a moment (a step
+// over one of our int3s, a step in place over an internal trap, Pause)
+// it stops the running ones and lets them go again afterwards; threads gdb
+// keeps stopped are never resumed by it.
+
+// SetNonStop switches between all-stop (the default) and non-stop mode.
+func (p *Process) SetNonStop(on bool) error {
+	return p.do(func() error {
+		p.nonStop = on
+		return nil
+	})
+}
+
+// ResumedThreads returns the threads gdb has running: resumed, and no
+// stop of theirs reported since (in non-stop mode the others are stopped
+// as far as gdb knows).
+func (p *Process) ResumedThreads() map[int]bool {
+	r := map[int]bool{}
+	_ = p.do(func() error {
+		for tid, t := range p.threads {
+			if t.resumed {
+				r[tid] = true
+			}
+		}
+		return nil
+	})
+	return r
+}
+
+// CancelWait ends a pending Wait with ErrWaitCancelled, unless it has
+// found its event already (it then returns that event). Afterwards no
+// event is on its way to a Wait caller: in non-stop mode a caller about
+// to resume threads first takes the event a Wait may have found, lest
+// it resume, unaware, a thread whose stop it has yet to hear of.
+func (p *Process) CancelWait() {
+	_ = p.do(func() error {
+		if p.waiter != nil {
+			p.waiter <- waitResult{err: ErrWaitCancelled}
+			p.waiter = nil
+		}
+		return nil
+	})
+}
+
+// maxDrain bounds the statuses one non-stop drain collects, so that
+// threads that keep stopping cannot hold the ptrace goroutine.
+const maxDrain = 256
+
+// drainAll collects the statuses available, reportable or not: in
+// non-stop mode every thread's event must get its turn (fairness; see
+// nextNonStopEvent), and no stop of everything follows a report.
+func (p *Process) drainAll() {
+	for range maxDrain {
+		wpid, ws, err := wait4(-1, unix.WNOHANG)
+		if err != nil || wpid <= 0 {
+			return
+		}
+		p.handleStatus(wpid, ws)
+	}
+}
+
+// nextNonStopEvent takes the next reportable event off the queue (the
+// thread it stopped is then stopped for gdb too), or NoResumed when no
+// thread runs; ok is false while threads run and nothing is to report.
+func (p *Process) nextNonStopEvent() (ev StopEvent, ok bool) {
+	p.dropStaleEvents()
+	i := p.fairReportable()
+	if i < 0 {
+		if p.anyResumed() {
+			return StopEvent{}, false
+		}
+		return StopEvent{Kind: NoResumed}, true
+	}
+	ev = p.pending[i]
+	p.pending = append(p.pending[:i], p.pending[i+1:]...)
+	if t := p.threads[ev.Tid]; t != nil {
+		// Reporting this event answers a stop request too; a SIGSTOP
+		// still on its way is swallowed (sigstopExpected).
+		t.resumed, t.stopRequested = false, false
+	}
+	p.recordReportedStopPC(ev)
+	p.noteReported(ev)
+	return ev, true
+}
+
+// fairReportable picks one of the reportable events at random, as
+// gdbserver does: a thread that keeps stopping (stepping, say) must not
+// starve the others (gdb.threads/non-stop-fair-events.exp).
+func (p *Process) fairReportable() int {
+	var idx []int
+	for i, ev := range p.pending {
+		if t := p.threads[ev.Tid]; t != nil && t.resumed {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return -1
+	}
+	return idx[rand.IntN(len(idx))]
+}
+
+// resumeNonStop applies actions to the threads they name, leaving the
+// others as they are: a running thread named by a continue or step runs
+// on unchanged, a stopped one named by a Stop stays stopped.
+func (p *Process) resumeNonStop(actions []Action) error {
+	var toRun []*thread
+	for _, tid := range p.sortedTids() {
+		t := p.threads[tid]
+		a, named := firstAction(actions, tid)
+		switch {
+		case !named || t.zombie:
+		case a.Stop:
+			p.requestStop(t)
+		case !t.resumed:
+			t.resumed, t.step, t.sig = true, a.Step, a.Signal
+			p.noteResumeSignal(t)
+			toRun = append(toRun, t)
+		}
+	}
+	if len(toRun) == 0 {
+		return nil
+	}
+	p.runningFlag.Store(true)
+	p.dropStaleEvents()
+	stepOver := false
+	for _, t := range toRun {
+		if p.hasPending(t.tid) {
+			p.deferGDBSignal(t) // its event is reported first
+			continue
+		}
+		if bp, _ := p.onReportedBreakpoint(t); bp != nil {
+			stepOver = true
+		}
+	}
+	if stepOver {
+		// The breakpoint is out of memory during the step: the other
+		// threads must not run through it meanwhile.
+		p.stopAll()
+		for _, t := range toRun {
+			if p.hasPending(t.tid) {
+				continue
+			}
+			if err := p.stepOffBreakpoint(t); err != nil {
+				p.resumeAfterHooks()
+				return err
+			}
+			if p.exitEvent != nil {
+				return nil
+			}
+		}
+		p.resumeAfterHooks()
+		return nil
+	}
+	for _, t := range toRun {
+		p.resumeThread(t)
+	}
+	return nil
+}
+
+// firstAction returns the first action naming tid (Tid -1 or 0 name
+// every thread).
+func firstAction(actions []Action, tid int) (Action, bool) {
+	for _, a := range actions {
+		if a.Tid == tid || a.Tid == -1 || a.Tid == 0 {
+			return a, true
+		}
+	}
+	return Action{}, false
+}
+
+// requestStop stops a thread gdb has running and has its stop reported
+// with signal 0; a thread gdb sees stopped already is left alone.
+func (p *Process) requestStop(t *thread) {
+	switch {
+	case !t.resumed || p.hasPending(t.tid):
+		// Stopped for gdb already, or an event of it is to be reported:
+		// that report answers the request.
+	case t.stopped:
+		p.stopAsRequested(t)
+	default:
+		t.stopRequested = true
+		p.stopSoon(t)
+	}
+}
+
+// stopAsRequested queues the signal-0 stop gdb's vCont;t asked for.
+func (p *Process) stopAsRequested(t *thread) {
+	t.stopRequested = false
+	p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: 0})
+}
+
+// Pause stops every running thread until release is called, so that the
+// caller can change code no thread may execute half-changed (jumps put
+// in or taken out while gdb has threads running in non-stop mode). In
+// all-stop mode, with every thread stopped, it stops nothing. Events met
+// while stopping stay queued for Wait; release resumes the threads gdb
+// has running that have none. It returns how long the pause took.
+func (p *Process) Pause() (release func() time.Duration) {
+	start := time.Now()
+	stopped := false
+	_ = p.do(func() error {
+		p.paused++
+		if p.anyRunning() {
+			p.stopAll()
+			stopped = true
+		}
+		return nil
+	})
+	return func() time.Duration {
+		_ = p.do(func() error {
+			if p.paused--; p.paused == 0 && stopped {
+				_ = p.flushWrites()
+				p.resumeAfterHooks()
+			}
+			return nil
+		})
+		return time.Since(start)
+	}
+}
+
+// sortedTids lists the tracked threads in ascending order.
+func (p *Process) sortedTids() []int {
+	tids := make([]int, 0, len(p.threads))
+	for tid := range p.threads {
+		tids = append(tids, tid)
+	}
+	sort.Ints(tids)
+	return tids
+}

@@ -1,0 +1,153 @@
+package inferior
+
+import (
+	"encoding/binary"
+	"testing"
+	"time"
+)
+
+// launchNonStop starts the test program in mode, runs it to main and
+// switches to non-stop mode.
+func launchNonStop(t *testing.T, mode string) *Process {
+	t.Helper()
+	p := launch(t, mode)
+	runToMain(t, p)
+	if err := p.SetNonStop(true); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// readCounter reads the program's counter variable.
+func readCounter(t *testing.T, p *Process, addr uint64) uint64 {
+	t.Helper()
+	var b [8]byte
+	if _, err := p.ReadMemory(addr, b[:4]); err != nil {
+		t.Fatal(err)
+	}
+	return binary.LittleEndian.Uint64(b[:])
+}
+
+// TestNonStopBarrier: four threads meet at a spin barrier before each
+// call of hit; each hit is reported alone and only its thread is resumed.
+// The program completes (every round needs every thread) with all 200
+// hits reported, once each thread's step over the breakpoint let the
+// others run on.
+func TestNonStopBarrier(t *testing.T) {
+	p := launchNonStop(t, "barrier")
+	hit := symbol(t, p, "hit")
+	if err := p.InsertBreakpoint(SoftwareBreakpoint, hit, 1); err != nil {
+		t.Fatal(err)
+	}
+	resumeAll(t, p)
+	hits := map[int]int{}
+	for {
+		ev := wait(t, p)
+		if ev.Kind == Exited {
+			if ev.ExitCode != 200 {
+				t.Errorf("exit code %d, want 200", ev.ExitCode)
+			}
+			break
+		}
+		if ev.Kind != SignalStop || ev.Reason != "swbreak" {
+			t.Fatalf("event %+v", ev)
+		}
+		if got := pc(t, p, ev.Tid); got != hit {
+			t.Fatalf("thread %d reported at %#x, want %#x", ev.Tid, got, hit)
+		}
+		if p.ResumedThreads()[ev.Tid] {
+			t.Fatalf("thread %d still counts as running after its stop", ev.Tid)
+		}
+		hits[ev.Tid]++
+		if err := p.Resume([]Action{{Tid: ev.Tid}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	total := 0
+	for _, n := range hits {
+		total += n
+	}
+	if total != 200 || len(hits) != 4 {
+		t.Errorf("hits %v, want 50 from each of 4 threads", hits)
+	}
+}
+
+// TestNonStopStopRequest: a Stop action stops every running thread, each
+// reported once with signal 0; nothing runs afterwards until resumed.
+func TestNonStopStopRequest(t *testing.T) {
+	p := launchNonStop(t, "sleep")
+	counter := symbol(t, p, "counter")
+	resumeAll(t, p)
+	time.Sleep(50 * time.Millisecond)
+	if err := p.Resume([]Action{{Tid: -1, Stop: true}}); err != nil {
+		t.Fatal(err)
+	}
+	stopped := map[int]int{}
+	for {
+		ev := wait(t, p)
+		if ev.Kind == NoResumed {
+			break
+		}
+		if ev.Kind != SignalStop || ev.Signal != 0 {
+			t.Fatalf("event %+v, want a stop with signal 0", ev)
+		}
+		stopped[ev.Tid]++
+	}
+	if len(stopped) != 2 || stopped[p.Pid()] != 1 {
+		t.Fatalf("stops %v, want one for each of the 2 threads", stopped)
+	}
+	before := readCounter(t, p, counter)
+	time.Sleep(30 * time.Millisecond)
+	if after := readCounter(t, p, counter); after != before {
+		t.Fatalf("counter moved from %d to %d with every thread stopped", before, after)
+	}
+	resumeAll(t, p)
+	time.Sleep(30 * time.Millisecond)
+	if after := readCounter(t, p, counter); after == before {
+		t.Fatalf("counter stuck at %d after resuming", before)
+	}
+}
+
+// TestNonStopPause: Pause stops the threads gdb has running and release
+// lets exactly those go; the thread gdb stopped stays stopped.
+func TestNonStopPause(t *testing.T) {
+	p := launchNonStop(t, "sleep")
+	counter := symbol(t, p, "counter")
+	resumeAll(t, p)
+	time.Sleep(20 * time.Millisecond)
+	sleeper := 0
+	for _, tid := range p.Threads() {
+		if tid != p.Pid() {
+			sleeper = tid
+		}
+	}
+	if err := p.Resume([]Action{{Tid: sleeper, Stop: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := wait(t, p); ev.Tid != sleeper || ev.Signal != 0 {
+		t.Fatalf("event %+v, want thread %d stopped with signal 0", ev, sleeper)
+	}
+	release := p.Pause()
+	if st := threadState(p.Pid(), p.Pid()); st != 't' {
+		t.Errorf("main thread state %q while paused, want t", st)
+	}
+	before := readCounter(t, p, counter)
+	time.Sleep(20 * time.Millisecond)
+	if after := readCounter(t, p, counter); after != before {
+		t.Errorf("counter moved from %d to %d while paused", before, after)
+	}
+	if d := release(); d <= 0 {
+		t.Errorf("pause took %v", d)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if after := readCounter(t, p, counter); after == before {
+		t.Errorf("counter stuck at %d after the pause", before)
+	}
+	running := p.ResumedThreads()
+	if !running[p.Pid()] || running[sleeper] {
+		t.Errorf("running threads %v, want the main thread only", running)
+	}
+	if st := threadState(p.Pid(), sleeper); st != 't' {
+		t.Errorf("stopped thread's state %q after the pause, want t", st)
+	}
+}

@@ -1,0 +1,366 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"gotpstub/inferior"
+	"gotpstub/rsp"
+)
+
+// Non-stop mode (QNonStop:1). Resumption packets are answered OK at once
+// and the threads they name run while gdb goes on sending packets; a
+// goroutine waits for the process (waitAsync) and Serve's loop turns each
+// event into a %Stop notification (onAsyncStop). Stops gdb has not yet
+// acknowledged wait in a queue: its head is the one last sent (as the
+// notification, or as the reply to ? or vStopped), and each vStopped
+// takes it off and answers with the next one, or OK.
+type nonStopState struct {
+	on      atomic.Bool // read by the reader goroutine's dispatch
+	events  chan asyncStop
+	waiting bool // a waitAsync goroutine runs
+	// gen counts resumptions: a NoResumed that a resumption overtook is
+	// no reason to stop waiting.
+	gen    int
+	queue  []inferior.StopEvent
+	acts   map[int]inferior.Action // each thread's last resumption
+	ranges map[int]rangeStep       // threads range-stepping
+}
+
+// asyncStop is what a waitAsync goroutine found.
+type asyncStop struct {
+	proc *inferior.Process
+	ev   inferior.StopEvent
+	err  error
+	gen  int
+}
+
+func newNonStopState() nonStopState {
+	return nonStopState{events: make(chan asyncStop, 1)}
+}
+
+// qNonStop switches between all-stop (QNonStop:0) and non-stop mode.
+func (s *Server) qNonStop(pkt []byte) []byte {
+	arg := string(bytes.TrimPrefix(pkt, []byte("QNonStop:")))
+	if arg != "0" && arg != "1" {
+		return rsp.ErrorMessage("QNonStop takes 0 or 1")
+	}
+	on := arg == "1"
+	if on == s.ns.on.Load() {
+		return rsp.OK
+	}
+	if !on {
+		s.leaveNonStop()
+		return rsp.OK
+	}
+	if s.needProcess() {
+		if err := s.proc.SetNonStop(true); err != nil {
+			return rsp.ErrorMessage("non-stop: " + err.Error())
+		}
+	}
+	s.ns.on.Store(true)
+	s.ns.queue = nil
+	s.ns.resetThreads()
+	return rsp.OK
+}
+
+// resetThreads forgets what gdb asked of each thread.
+func (ns *nonStopState) resetThreads() {
+	ns.acts = map[int]inferior.Action{}
+	ns.ranges = map[int]rangeStep{}
+}
+
+// leaveNonStop stops every thread gdb has running and returns to
+// all-stop mode, where everything is stopped while gdb is not waiting
+// for a stop (gdb switched modes, or went away).
+func (s *Server) leaveNonStop() {
+	s.ns.on.Store(false)
+	s.ns.queue = nil
+	if !s.needProcess() {
+		s.drainAsync()
+		return
+	}
+	if err := s.proc.Resume([]inferior.Action{{Tid: -1, Stop: true}}); err != nil {
+		s.logf("non-stop: stopping every thread: %v", err)
+	}
+	s.ns.gen++
+	s.startAsyncWait()
+	deadline := time.After(5 * time.Second)
+	for s.ns.waiting {
+		select {
+		case w := <-s.ns.events:
+			s.ns.waiting = false
+			if w.proc != s.proc || w.err != nil {
+				break
+			}
+			switch w.ev.Kind {
+			case inferior.Exited, inferior.Killed:
+				s.noteExit(w.ev)
+			case inferior.NoResumed:
+			default:
+				s.lastStop, s.haveStop = w.ev, true
+				s.startAsyncWait()
+			}
+		case <-deadline:
+			s.logf("non-stop: threads still running after 5 s of stopping them")
+			return
+		}
+	}
+	if s.proc != nil {
+		_ = s.proc.SetNonStop(false)
+	}
+}
+
+// drainAsync forgets a wait left over from an earlier process.
+func (s *Server) drainAsync() {
+	if !s.ns.waiting {
+		return
+	}
+	select {
+	case <-s.ns.events:
+		s.ns.waiting = false
+	case <-time.After(time.Second):
+	}
+}
+
+// resumeNonStop applies a resumption packet in non-stop mode: OK at once,
+// the stops come as notifications.
+func (s *Server) resumeNonStop(pkt []byte) error {
+	if !s.needProcess() {
+		return s.conn.Send(errReply(errNoProcess))
+	}
+	acts, ranges, err := s.parseResume(pkt)
+	if err != nil {
+		s.logf("%s: %v", pkt, err)
+		return s.conn.Send(rsp.ErrorMessage(err.Error()))
+	}
+	if err := s.takeEventInFlight(); err != nil {
+		return err // the connection failed
+	}
+	if s.needProcess() {
+		s.noteActions(acts, ranges)
+		err = s.proc.Resume(acts)
+	}
+	s.ns.gen++
+	s.startAsyncWait()
+	if err != nil {
+		s.logf("%s: %v", pkt, err)
+		return s.conn.Send(rsp.ErrorMessage(err.Error()))
+	}
+	return s.conn.Send(rsp.OK)
+}
+
+// takeEventInFlight handles the event a waiting goroutine may have
+// taken from the process and not yet handed over, before gdb's
+// resumption applies: a thread whose stop gdb has not heard of is still
+// running for gdb, and its vCont;c must leave it to the stop (or to the
+// stub's own resumption), not resume it unreported.
+func (s *Server) takeEventInFlight() error {
+	if !s.ns.waiting || s.proc == nil {
+		return nil
+	}
+	s.proc.CancelWait()
+	w := <-s.ns.events
+	s.ns.waiting = false
+	if errors.Is(w.err, inferior.ErrWaitCancelled) {
+		return nil
+	}
+	_, err := s.handleAsync(w) // the resumption waits again
+	return err
+}
+
+// noteActions records what each thread was asked to do, for the stops
+// the stub handles without gdb (range steps, false conditions, passed
+// signals).
+func (s *Server) noteActions(acts []inferior.Action, ranges []rangeStep) {
+	running := s.proc.ResumedThreads()
+	for _, tid := range s.proc.Threads() {
+		for _, a := range acts {
+			if a.Tid != tid && a.Tid > 0 {
+				continue
+			}
+			if !a.Stop && !running[tid] {
+				a.Tid = tid
+				s.ns.acts[tid] = a
+				delete(s.ns.ranges, tid)
+			}
+			break
+		}
+	}
+	for _, r := range ranges {
+		s.ns.ranges[r.tid] = r
+	}
+}
+
+// startAsyncWait has a goroutine wait for the process's next event, unless
+// one does already.
+func (s *Server) startAsyncWait() {
+	if s.ns.waiting || s.proc == nil {
+		return
+	}
+	s.ns.waiting = true
+	p, gen := s.proc, s.ns.gen
+	go func() {
+		ev, err := p.Wait()
+		s.ns.events <- asyncStop{proc: p, ev: ev, err: err, gen: gen}
+	}()
+}
+
+// onAsyncStop handles an event found while gdb has threads running and
+// waits for the next one.
+func (s *Server) onAsyncStop(w asyncStop) error {
+	s.ns.waiting = false
+	wait, err := s.handleAsync(w)
+	if wait {
+		s.startAsyncWait()
+	}
+	return err
+}
+
+// handleAsync reports w's event to gdb, or resumes its thread past it;
+// wait tells whether threads may still be running.
+func (s *Server) handleAsync(w asyncStop) (wait bool, err error) {
+	if w.proc != s.proc || s.proc == nil || !s.ns.on.Load() {
+		return false, nil // the process is gone or replaced, or non-stop ended
+	}
+	ev := w.ev
+	if w.err != nil {
+		s.logf("wait: %v", w.err)
+		ev = inferior.StopEvent{Kind: inferior.Killed, Signal: 9}
+	}
+	switch ev.Kind {
+	case inferior.NoResumed:
+		return w.gen != s.ns.gen, nil
+	case inferior.Exited, inferior.Killed:
+		s.noteExit(ev)
+		return false, s.notifyStop(ev)
+	}
+	if !s.continueAfter(ev) {
+		s.lastStop, s.haveStop = ev, true
+		s.flushTraps()
+		if err := s.notifyStop(ev); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// continueAfter resumes ev's thread again, without telling gdb, when the
+// stop is one gdb asked not to hear of: a step still inside its range, a
+// breakpoint whose conditions are false, a signal gdb passes silently.
+func (s *Server) continueAfter(ev inferior.StopEvent) bool {
+	a, ok := s.ns.acts[ev.Tid]
+	if !ok {
+		return false
+	}
+	again := []inferior.Action{{Tid: ev.Tid, Step: a.Step}}
+	switch r, ranged := s.ns.ranges[ev.Tid]; {
+	case ranged && s.rangeContinues(ev, r):
+		again[0].Step = true
+	case s.conditionsFalse(ev, []inferior.Action{a}):
+	case ev.Kind == inferior.SignalStop && ev.Signal != 5 && ev.Reason == "" &&
+		s.passSignals[ev.Signal] && !a.Step:
+		again[0].Signal = ev.Signal
+	default:
+		return false
+	}
+	if err := s.proc.Resume(again); err != nil {
+		s.logf("non-stop: resuming thread %d: %v", ev.Tid, err)
+		return false
+	}
+	return true
+}
+
+// rangeContinues reports whether a range step of ev's thread goes on.
+func (s *Server) rangeContinues(ev inferior.StopEvent, r rangeStep) bool {
+	if s.traps != nil {
+		s.traps.Stabilize()
+	}
+	return s.continueRange(ev, []rangeStep{r})
+}
+
+// flushTraps does what the trace engine left for a stop (removals asked
+// for during a hit) and moves stopped threads out of jump pads. The
+// running threads are paused only when code is to change.
+func (s *Server) flushTraps() {
+	if s.traps == nil {
+		return
+	}
+	if s.traps.FlushDue() {
+		release := s.proc.Pause()
+		s.traps.Flush()
+		s.logPause("flushing tracepoint removals", release())
+	}
+	s.traps.Stabilize()
+}
+
+// logPause records how long the running threads were paused.
+func (s *Server) logPause(what string, d time.Duration) {
+	if w := s.timingLog(); w != nil {
+		fmt.Fprintf(w, "gotpstub: non-stop: threads paused %.0f µs for %s\n", float64(d.Nanoseconds())/1e3, what)
+	}
+}
+
+// notifyStop queues a stop for gdb, sending it as a %Stop notification
+// when gdb has none to acknowledge.
+func (s *Server) notifyStop(ev inferior.StopEvent) error {
+	s.ns.queue = append(s.ns.queue, ev)
+	if len(s.ns.queue) > 1 {
+		return nil
+	}
+	return s.conn.SendNotification(append([]byte("Stop:"), s.stopReply(ev)...))
+}
+
+// vStopped acknowledges the stop last sent and asks for the next.
+func (s *Server) vStopped([]byte) []byte {
+	if len(s.ns.queue) > 0 {
+		s.ns.queue = s.ns.queue[1:]
+	}
+	if len(s.ns.queue) == 0 {
+		return rsp.OK
+	}
+	return s.stopReply(s.ns.queue[0])
+}
+
+// haltReasonNonStop answers ? in non-stop mode: a stop for every thread
+// gdb does not have running (the rest through vStopped), or OK.
+func (s *Server) haltReasonNonStop() []byte {
+	s.ns.queue = nil
+	running := s.proc.ResumedThreads()
+	for _, tid := range s.proc.Threads() {
+		if running[tid] {
+			continue
+		}
+		ev := inferior.StopEvent{Kind: inferior.SignalStop, Tid: tid}
+		if tid == s.lastStop.Tid {
+			ev = s.lastStop
+		}
+		s.ns.queue = append(s.ns.queue, ev)
+	}
+	if len(s.ns.queue) == 0 {
+		return rsp.OK
+	}
+	return s.stopReply(s.ns.queue[0])
+}
+
+// pausesThreads reports whether pkt changes code while gdb may have
+// threads running (non-stop): tracepoint packets, and breakpoints while
+// a trace runs (a breakpoint inside a jump turns it into a trap).
+func (s *Server) pausesThreads(pkt []byte) bool {
+	if !s.ns.on.Load() || !s.needProcess() {
+		return false
+	}
+	for _, p := range codeChangingPackets {
+		if bytes.HasPrefix(pkt, []byte(p)) {
+			return true
+		}
+	}
+	return (pkt[0] == 'Z' || pkt[0] == 'z') && s.trace.Running()
+}
+
+// codeChangingPackets are the tracepoint packets that put in or take
+// out jumps and traps (QTDP and QTEnable while a trace runs).
+var codeChangingPackets = []string{"QTStart", "QTStop", "QTinit", "QTDP:", "QTEnable:", "QTDisable:"}
