@@ -161,8 +161,11 @@
 // notes say so) and is placed again, in the same table slot, at the first
 // stop after the last one went where no thread is stopped inside the
 // covered bytes (gdb stepping over the breakpoint takes it out for one
-// step). Non-stop mode (inserting while other threads run) is not
-// supported by the stub at all.
+// step). In gdb's non-stop mode the server pauses every running thread
+// (inferior.Process.Pause) while the installer changes code and moves
+// paused threads out of pads first (Stabilize): insertion and removal are
+// correct with threads running, but not yet the pause-free patching of
+// a text_poke_bp-style protocol.
 //
 // # Hit path (jit.BuildJumpPadAMD64, see jit's package doc)
 //

@@ -37,6 +37,21 @@
 // of a thread it resumes is queued, Resume resumes nothing and the next
 // Wait reports it at once; a thread it keeps stopped keeps its event.
 //
+// # Non-stop
+//
+// SetNonStop(true) switches to gdb's non-stop mode (nonstop.go): Wait
+// reports one thread's event and stops no other thread, picking at random
+// among the reportable events after collecting every status available
+// (a thread that keeps stopping cannot starve the others); Resume changes
+// only the threads its actions name, and a Stop action stops a running
+// thread, reported with signal 0. A step over one of our int3s, a step
+// in place over an internal trap and Pause stop the running threads for
+// their duration and resume exactly those gdb has running afterwards.
+// ResumedThreads tells which threads gdb has running; CancelWait lets a
+// caller take an event a Wait may have found before resuming threads.
+// The wait loop never blocks in wait4 in this mode: requests must be
+// served while threads run.
+//
 // # Signals gdb passes silently
 //
 // A signal set with SetPassSignals (gdb's QPassSignals: handle nostop

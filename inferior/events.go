@@ -668,9 +668,16 @@ func (p *Process) consumeInterrupt() {
 }
 
 // dropStaleEvents discards queued breakpoint stops whose breakpoint gdb
-// removed meanwhile; those threads simply run on when resumed.
+// removed meanwhile; those threads simply run on when resumed (in
+// non-stop mode at once: runOnAfterDrop).
 func (p *Process) dropStaleEvents() {
 	kept := p.pending[:0]
+	var dropped []*thread
+	defer func() {
+		for _, t := range dropped {
+			p.runOnAfterDrop(t)
+		}
+	}()
 	for _, ev := range p.pending {
 		if ev.Reason == "swbreak" {
 			pc, err := getPC(ev.Tid)
@@ -691,6 +698,9 @@ func (p *Process) dropStaleEvents() {
 						// it, the thread must hit it again, not be
 						// stepped over it as if the hit was reported.
 						t.stopPC, t.rehit = 0, true
+					}
+					if t := p.threads[ev.Tid]; t != nil {
+						dropped = append(dropped, t)
 					}
 					continue
 				}

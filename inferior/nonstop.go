@@ -90,6 +90,7 @@ func (p *Process) nextNonStopEvent() (ev StopEvent, ok bool) {
 	if t := p.threads[ev.Tid]; t != nil {
 		// Reporting this event answers a stop request too; a SIGSTOP
 		// still on its way is swallowed (sigstopExpected).
+		ev.StopRequested = t.stopRequested
 		t.resumed, t.stopRequested = false, false
 	}
 	p.recordReportedStopPC(ev)
@@ -111,6 +112,20 @@ func (p *Process) fairReportable() int {
 		return -1
 	}
 	return idx[rand.IntN(len(idx))]
+}
+
+// runOnAfterDrop handles, in non-stop mode, a thread whose queued event
+// went stale (dropStaleEvents): nothing else would resume it, so it runs
+// on, unless gdb asked for it to stop, which is then reported.
+func (p *Process) runOnAfterDrop(t *thread) {
+	if !p.nonStop || p.threads[t.tid] != t || p.hasPending(t.tid) {
+		return
+	}
+	if t.stopRequested && t.stopped {
+		p.stopAsRequested(t)
+		return
+	}
+	p.resumeThread(t)
 }
 
 // resumeNonStop applies actions to the threads they name, leaving the
@@ -186,9 +201,13 @@ func firstAction(actions []Action, tid int) (Action, bool) {
 // with signal 0; a thread gdb sees stopped already is left alone.
 func (p *Process) requestStop(t *thread) {
 	switch {
-	case !t.resumed || p.hasPending(t.tid):
-		// Stopped for gdb already, or an event of it is to be reported:
-		// that report answers the request.
+	case !t.resumed:
+		// Stopped for gdb already.
+	case p.hasPending(t.tid):
+		// An event of it is to be reported: that report answers the
+		// request (StopRequested), even one the caller would otherwise
+		// resume past silently.
+		t.stopRequested = true
 	case t.stopped:
 		p.stopAsRequested(t)
 	default:

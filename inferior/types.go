@@ -121,6 +121,10 @@ type StopEvent struct {
 	// syscall SyscallNr the thread stopped at; NoSyscall otherwise.
 	Syscall   SyscallStop
 	SyscallNr int
+	// StopRequested: in non-stop mode, gdb had asked for this thread to
+	// stop (a Stop action) when this event of it was reported; the
+	// event then answers that request too.
+	StopRequested bool
 
 	// info is the siginfo of a signal stop: the signal, passed back by
 	// the caller, is delivered with it (signals.go).

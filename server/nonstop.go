@@ -141,6 +141,7 @@ func (s *Server) resumeNonStop(pkt []byte) error {
 		return err // the connection failed
 	}
 	if s.needProcess() {
+		acts = s.keepUnheardStops(acts)
 		s.noteActions(acts, ranges)
 		err = s.proc.Resume(acts)
 	}
@@ -151,6 +152,24 @@ func (s *Server) resumeNonStop(pkt []byte) error {
 		return s.conn.Send(rsp.ErrorMessage(err.Error()))
 	}
 	return s.conn.Send(rsp.OK)
+}
+
+// keepUnheardStops keeps stopped, whatever acts say of every thread,
+// the threads whose stop is queued for gdb and not yet acknowledged: gdb
+// still counts them running, and its vCont;c for all threads must not
+// resume them before it hears of their stop (gdbserver does the same).
+// A Stop action for a thread stopped already changes nothing.
+func (s *Server) keepUnheardStops(acts []inferior.Action) []inferior.Action {
+	var keep []inferior.Action
+	for _, ev := range s.ns.queue {
+		if ev.Kind == inferior.SignalStop {
+			keep = append(keep, inferior.Action{Tid: ev.Tid, Stop: true})
+		}
+	}
+	if len(keep) == 0 {
+		return acts
+	}
+	return append(keep, acts...)
 }
 
 // takeEventInFlight handles the event a waiting goroutine may have
@@ -238,7 +257,7 @@ func (s *Server) handleAsync(w asyncStop) (wait bool, err error) {
 		s.noteExit(ev)
 		return false, s.notifyStop(ev)
 	}
-	if !s.continueAfter(ev) {
+	if !s.continueAfter(&ev) {
 		s.lastStop, s.haveStop = ev, true
 		s.flushTraps()
 		if err := s.notifyStop(ev); err != nil {
@@ -251,20 +270,30 @@ func (s *Server) handleAsync(w asyncStop) (wait bool, err error) {
 // continueAfter resumes ev's thread again, without telling gdb, when the
 // stop is one gdb asked not to hear of: a step still inside its range, a
 // breakpoint whose conditions are false, a signal gdb passes silently.
-func (s *Server) continueAfter(ev inferior.StopEvent) bool {
+// When gdb has asked for the thread to stop meanwhile, a step or a false
+// condition becomes that stop (signal 0), and a passed signal is reported
+// for gdb to pass on.
+func (s *Server) continueAfter(ev *inferior.StopEvent) bool {
 	a, ok := s.ns.acts[ev.Tid]
 	if !ok {
 		return false
 	}
 	again := []inferior.Action{{Tid: ev.Tid, Step: a.Step}}
 	switch r, ranged := s.ns.ranges[ev.Tid]; {
-	case ranged && s.rangeContinues(ev, r):
+	case ranged && s.rangeContinues(*ev, r):
 		again[0].Step = true
-	case s.conditionsFalse(ev, []inferior.Action{a}):
+	case s.conditionsFalse(*ev, []inferior.Action{a}):
 	case ev.Kind == inferior.SignalStop && ev.Signal != 5 && ev.Reason == "" &&
 		s.passSignals[ev.Signal] && !a.Step:
+		if ev.StopRequested {
+			return false
+		}
 		again[0].Signal = ev.Signal
 	default:
+		return false
+	}
+	if ev.StopRequested {
+		*ev = inferior.StopEvent{Kind: inferior.SignalStop, Tid: ev.Tid}
 		return false
 	}
 	if err := s.proc.Resume(again); err != nil {

@@ -8,7 +8,9 @@
 // installer of gdb's breakpoints (a breakpoint inside a jump's bytes).
 // In no-ack mode, packets that cannot resume the program or end the
 // session are handled on the connection's reader goroutine, the others
-// on Serve's, one at a time and in order (dispatch.go).
+// on Serve's, one at a time and in order (dispatch.go). In non-stop mode
+// (nonstop.go) every packet goes to Serve's goroutine, which also turns
+// the process's events into %Stop notifications.
 package server
 
 import (
