@@ -663,6 +663,15 @@ func (p *Process) Threads() []int {
 }
 
 // Alive reports whether tid is a live thread of the process.
+// LeaderExited reports whether the thread group leader has exited
+// (pthread_exit) while other threads run on: it is then a zombie the
+// kernel reaps only with the last thread, and gdb must hear of it as
+// gone, as gdbserver lists it no more.
+func (p *Process) LeaderExited() bool {
+	tids := p.Threads()
+	return len(tids) > 1 && threadState(p.pid, p.pid) == 'Z'
+}
+
 func (p *Process) Alive(tid int) bool {
 	for _, t := range p.Threads() {
 		if t == tid {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -261,5 +262,15 @@ func (s *Server) setThreadRegisters(regs *tdesc.Regs) error {
 // listedThreads are the threads qfThreadInfo lists: the process's, then
 // the held fork children (gdbserver lists them too).
 func (s *Server) listedThreads() []int {
-	return append(s.proc.Threads(), s.proc.ForkChildren()...)
+	return append(s.liveThreads(), s.proc.ForkChildren()...)
+}
+
+// liveThreads are the process's threads, without a leader that has
+// exited while the others run on.
+func (s *Server) liveThreads() []int {
+	ts := s.proc.Threads()
+	if !s.proc.LeaderExited() {
+		return ts
+	}
+	return slices.DeleteFunc(ts, func(tid int) bool { return tid == s.proc.Pid() })
 }

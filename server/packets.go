@@ -306,6 +306,12 @@ func (s *Server) readRegisters([]byte) []byte {
 		return errReply(errNoProcess)
 	}
 	regs, err := s.threadRegisters()
+	if errors.Is(err, inferior.ErrRunning) && s.ns.on.Load() {
+		// A thread running in non-stop mode has no registers to show:
+		// every one unavailable, as gdbserver answers (gdb's gcore asks
+		// for every thread's).
+		return encodeRegs(s.layout.NewRegs())
+	}
 	if err != nil {
 		s.logf("g: %v", err)
 		return errReply(errRegister)
@@ -919,7 +925,7 @@ func (s *Server) xferDocument(object, annex string) ([]byte, error) {
 func (s *Server) threadsXML() []byte {
 	var b strings.Builder
 	b.WriteString("<?xml version=\"1.0\"?>\n<threads>\n")
-	ts := s.proc.Threads()
+	ts := s.liveThreads()
 	sort.Ints(ts)
 	for _, t := range append(ts, s.proc.ForkChildren()...) {
 		fmt.Fprintf(&b, "<thread id=\"%s\"", s.threadID(t))
