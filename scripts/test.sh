@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test of the project, in this order:
 #   1. gofmt and go vet;
-#   2. GDB's own testsuite against gotpstub (gdb.trace and the base
-#      selection, via scripts/gdbsuite.sh): fails if a PASS recorded in
+#   2. GDB's own testsuite against gotpstub (gdb.trace, the base and the
+#      non-stop selections, via scripts/gdbsuite.sh): fails if a PASS recorded in
 #      gdbsuite/expected-*.sum is lost;
 #   3. fuzzing of every fuzz target (each parser: rsp framing, agent
 #      expressions, trace packets, tfiles, lanes, /proc files, ...) on top
@@ -19,7 +19,7 @@ if [ -n "$fmt" ]; then echo "gofmt needed:"; echo "$fmt"; exit 1; fi
 go vet ./...
 
 if [ -z "${GOTPSTUB_SKIP_SUITE:-}" ]; then
-	for sel in trace base; do
+	for sel in trace base nonstop; do
 		echo "== GDB testsuite: $sel selection (expected results: gdbsuite/expected-$sel.sum)"
 		scripts/gdbsuite.sh "$sel"
 	done
