@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -47,18 +48,7 @@ func TestNonStopTraceWhileRunning(t *testing.T) {
 	}
 	prog := buildProgram(t, "stress8")
 	g, stub := nonStopSessionAt(t, prog, []string{"--once", "--timing"}, "ready")
-	num := func(out string) int {
-		m := regexp.MustCompile(`Fast tracepoint (\d+) at`).FindStringSubmatch(out)
-		if m == nil {
-			t.Fatalf("not a fast tracepoint: %s", out)
-		}
-		n, _ := strconv.Atoi(m[1])
-		return n
-	}
-	site3 := num(g.mustDo("ftrace *site3"))
-	g.mustDo(fmt.Sprintf(`-break-commands %d "collect $rdi, $rsi"`, site3))
-	entry1 := num(g.mustDo("ftrace *entry1_site"))
-	leaf := num(g.mustDo("ftrace *leaf_site"))
+	site3, entry1, leaf := stressTracepoints(t, g)
 	cycles := 200
 	if testing.Short() {
 		cycles = 20
@@ -91,15 +81,21 @@ func TestNonStopTraceWhileRunning(t *testing.T) {
 		}
 	}
 	pauses := regexp.MustCompile(`threads paused (\d+) µs for (QTSt\w+)`).FindAllStringSubmatch(stub.output.String(), -1)
-	longest := map[string]int{}
+	byKind := map[string][]int{}
 	for _, m := range pauses {
 		us, _ := strconv.Atoi(m[1])
-		longest[m[2]] = max(longest[m[2]], us)
+		byKind[m[2]] = append(byKind[m[2]], us)
 	}
 	if len(pauses) != 2*cycles {
 		t.Errorf("%d pauses logged for %d cycles of tstart and tstop", len(pauses), cycles)
 	}
-	t.Logf("%d cycles with 8 threads running: %d frames (%d of site3), %d cycles with hits dropped; longest pause (µs) %v",
-		cycles, stats.frames, stats.site3Frames, stats.droppedCycles, longest)
+	var summary []string
+	for kind, us := range byKind {
+		slices.Sort(us)
+		summary = append(summary, fmt.Sprintf("%s median %d µs, longest %d µs", kind, us[len(us)/2], us[len(us)-1]))
+	}
+	slices.Sort(summary)
+	t.Logf("%d cycles with 8 threads running: %d frames (%d of site3), %d cycles with hits dropped; threads paused: %s",
+		cycles, stats.frames, stats.site3Frames, stats.droppedCycles, strings.Join(summary, "; "))
 	fmt.Fprint(g.stdin, "-gdb-exit\n")
 }

@@ -67,18 +67,7 @@ func TestFastTraceStressEightThreads(t *testing.T) {
 // must hold.
 func stressCycles(t *testing.T, prog, flag string, cycles int, want []string) {
 	g, stub := miSessionAt(t, prog, []string{"--once", "--debug", flag}, "ready")
-	num := func(out string) int {
-		m := regexp.MustCompile(`Fast tracepoint (\d+) at`).FindStringSubmatch(out)
-		if m == nil {
-			t.Fatalf("not a fast tracepoint: %s", out)
-		}
-		n, _ := strconv.Atoi(m[1])
-		return n
-	}
-	site3 := num(g.mustDo("ftrace *site3"))
-	g.mustDo(fmt.Sprintf(`-break-commands %d "collect $rdi, $rsi"`, site3))
-	entry1 := num(g.mustDo("ftrace *entry1_site"))
-	leaf := num(g.mustDo("ftrace *leaf_site"))
+	site3, entry1, leaf := stressTracepoints(t, g)
 	tf := filepath.Join(t.TempDir(), "cycle.tf")
 	var stats stressStats
 	traps := 0 // fast tracepoints made traps at the first tstart
@@ -135,6 +124,23 @@ func stressCycles(t *testing.T, prog, flag string, cycles int, want []string) {
 		t.Fatalf("after the cycles: %q (the program should still run)", stop)
 	}
 	fmt.Fprint(g.stdin, "-gdb-exit\n")
+}
+
+// stressTracepoints sets stress8.c's three fast tracepoints (site3
+// collecting x and the step d) and returns their numbers.
+func stressTracepoints(t *testing.T, g *miGDB) (site3, entry1, leaf int) {
+	t.Helper()
+	num := func(out string) int {
+		m := regexp.MustCompile(`Fast tracepoint (\d+) at`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("not a fast tracepoint: %s", out)
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	site3 = num(g.mustDo("ftrace *site3"))
+	g.mustDo(fmt.Sprintf(`-break-commands %d "collect $rdi, $rsi"`, site3))
+	return site3, num(g.mustDo("ftrace *entry1_site")), num(g.mustDo("ftrace *leaf_site"))
 }
 
 // stressStats adds up what TestFastTraceStressEightThreads's cycles saw.

@@ -2,35 +2,13 @@ package server
 
 import (
 	"fmt"
-	"io"
 	"strings"
 	"testing"
-	"time"
 )
 
 // recvNotification reads the next asynchronous notification (%...#cs)
-// and returns its payload, skipping anything before it.
-func (r *rawClient) recvNotification() (string, error) {
-	r.c.SetDeadline(time.Now().Add(20 * time.Second))
-	for {
-		b, err := r.rd.ReadByte()
-		if err != nil {
-			return "", err
-		}
-		if b == '%' {
-			break
-		}
-	}
-	body, err := r.rd.ReadString('#')
-	if err != nil {
-		return "", err
-	}
-	var cs [2]byte
-	if _, err := io.ReadFull(r.rd, cs[:]); err != nil {
-		return "", err
-	}
-	return body[:len(body)-1], nil
-}
+// and returns its payload.
+func (r *rawClient) recvNotification() (string, error) { return r.readFrame('%') }
 
 // TestNonStopProtocol walks count.c through non-stop mode packet by
 // packet: resumptions are answered OK at once, each stop comes as a

@@ -95,14 +95,17 @@ func (r *rawClient) send(pkt string) error {
 	return nil
 }
 
-func (r *rawClient) recv() (string, error) {
+// readFrame reads the next frame that starts with start ('$' for a
+// packet, '%' for a notification), skipping anything before it, and
+// returns its checked payload (run-length encoding left as it is).
+func (r *rawClient) readFrame(start byte) (string, error) {
 	r.c.SetDeadline(time.Now().Add(20 * time.Second))
 	for {
 		b, err := r.rd.ReadByte()
 		if err != nil {
 			return "", err
 		}
-		if b == '$' {
+		if b == start {
 			break
 		}
 	}
@@ -117,6 +120,14 @@ func (r *rawClient) recv() (string, error) {
 	}
 	if fmt.Sprintf("%02x", rsp.Checksum([]byte(body))) != string(cs[:]) {
 		return "", fmt.Errorf("bad checksum on %q", body)
+	}
+	return body, nil
+}
+
+func (r *rawClient) recv() (string, error) {
+	body, err := r.readFrame('$')
+	if err != nil {
+		return "", err
 	}
 	if r.noAck {
 		// nothing to acknowledge
