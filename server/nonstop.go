@@ -382,14 +382,22 @@ func (s *Server) pausesThreads(pkt []byte) bool {
 	if !s.ns.on.Load() || !s.needProcess() {
 		return false
 	}
-	for _, p := range codeChangingPackets {
+	if bytes.HasPrefix(pkt, []byte("QTStart")) || bytes.HasPrefix(pkt, []byte("QTStop")) {
+		return true
+	}
+	if !s.trace.Running() {
+		return false // nothing is in the code to change
+	}
+	for _, p := range codeChangingWhileRunning {
 		if bytes.HasPrefix(pkt, []byte(p)) {
 			return true
 		}
 	}
-	return (pkt[0] == 'Z' || pkt[0] == 'z') && s.trace.Running()
+	return false
 }
 
-// codeChangingPackets are the tracepoint packets that put in or take
-// out jumps and traps (QTDP and QTEnable while a trace runs).
-var codeChangingPackets = []string{"QTStart", "QTStop", "QTinit", "QTDP:", "QTEnable:", "QTDisable:"}
+// codeChangingWhileRunning are the packets that put in or take out jumps
+// and traps while a trace runs: QTinit ends it, QTDP installs a
+// tracepoint into it (InstallInTrace), QTEnable/QTDisable switch one, and
+// a breakpoint inside a jump's bytes turns the jump into a trap.
+var codeChangingWhileRunning = []string{"QTinit", "QTDP:", "QTEnable:", "QTDisable:", "Z", "z"}
