@@ -622,6 +622,7 @@ func (p *Process) serviceWaiter() {
 			}
 			p.recordReportedStopPC(ev)
 			p.noteReported(ev)
+			p.markForkReported(ev)
 			p.consumeInterrupt()
 		}
 	}

@@ -19,6 +19,19 @@ var ErrNotForkChild = errors.New("inferior: not a held fork child")
 // decides what becomes of it.
 type forkChild struct {
 	vfork bool // it shares its parent's memory
+	// reported: Wait has returned its fork event. Until then gdb does
+	// not know the child, and ForkChildren does not list it (a thread of
+	// an unknown process in gdb's thread list makes gdb take it for a
+	// new inferior), as gdbserver hides it too.
+	reported bool
+}
+
+// markForkReported notes that ev, about to be returned by Wait, tells
+// gdb of its fork child.
+func (p *Process) markForkReported(ev StopEvent) {
+	if c := p.forks[ev.ForkChild]; ev.ForkChild != 0 && c != nil {
+		c.reported = true
+	}
 }
 
 // SetReportForks decides whether fork and vfork are reported to the
@@ -30,7 +43,8 @@ type forkChild struct {
 //
 // Reported, Wait returns a SIGTRAP stop of the forking thread with
 // ForkChild set (VFork for vfork) and the child is held stopped: it is not
-// one of Threads, but ForkChildren lists it and DetachForkChild,
+// one of Threads, but ForkChildren lists it (once Wait has returned its
+// fork event) and DetachForkChild,
 // KillForkChild or FollowForkChild decide its fate. A fork child's memory
 // is cleaned of our int3s and patches at once (so it reads like the
 // parent's and can be detached at any time); a vfork child shares its
@@ -55,12 +69,24 @@ func (p *Process) SetReportForks(fork, vfork bool) {
 	})
 }
 
-// ForkChildren returns the pids of the held fork children, sorted.
+// DetachForkChildren lets every held fork child go, reported or not
+// (gdb went away: nobody would decide for them).
+func (p *Process) DetachForkChildren() {
+	_ = p.do(func() error {
+		p.releaseForks(false)
+		return nil
+	})
+}
+
+// ForkChildren returns the pids of the held fork children whose fork
+// event Wait has returned, sorted.
 func (p *Process) ForkChildren() []int {
 	var out []int
 	_ = p.do(func() error {
-		for pid := range p.forks {
-			out = append(out, pid)
+		for pid, c := range p.forks {
+			if c.reported {
+				out = append(out, pid)
+			}
 		}
 		return nil
 	})

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strconv"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -231,4 +232,62 @@ func TestSharedMemoryAtForkEvent(t *testing.T) {
 	if ev := waitSkippingSIGCHLD(t, p); ev.Kind != Exited || ev.ExitCode != 11 {
 		t.Errorf("end %+v, want exit 11 (fork returned the child's pid)", ev)
 	}
+}
+
+// TestForkChildrenListedOnceReported: four threads vfork at once, in
+// non-stop mode (glibc's fork would serialise them, and in all-stop mode
+// the stop of every thread restarts the other vforks). A held child is listed (ForkChildren, which qfThreadInfo uses)
+// only once its fork event has been returned: gdb takes a thread of a
+// process it has not heard of for a new inferior
+// (gdb.threads/next-fork-other-thread.exp).
+func TestForkChildrenListedOnceReported(t *testing.T) {
+	p := launchNonStop(t, "forks4")
+	p.SetReportForks(true, true)
+	resumeAll(t, p)
+	reported := map[int]bool{}
+	unreportedSeen := 0
+	for {
+		ev := wait(t, p)
+		if ev.Kind == Exited {
+			if ev.ExitCode != 15 {
+				t.Errorf("exit %d, want 15 (every child exited 5)", ev.ExitCode)
+			}
+			break
+		}
+		if ev.Kind == SignalStop && (ev.Signal == int(unix.SIGCHLD) || ev.VForkDone) {
+			sig := ev.Signal
+			if ev.VForkDone {
+				sig = 0
+			}
+			if err := p.Resume([]Action{{Tid: ev.Tid, Signal: sig}}); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if ev.ForkChild == 0 || !ev.VFork {
+			t.Fatalf("event %+v, want a vfork event", ev)
+		}
+		reported[ev.ForkChild] = true
+		time.Sleep(20 * time.Millisecond) // the other threads fork meanwhile
+		for _, c := range p.ForkChildren() {
+			if !reported[c] {
+				t.Fatalf("ForkChildren lists %d, whose fork was not reported yet", c)
+			}
+		}
+		var held int
+		_ = p.do(func() error { held = len(p.forks); return nil })
+		if held > 1 {
+			unreportedSeen++
+		}
+		if err := p.DetachForkChild(ev.ForkChild); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Resume([]Action{{Tid: ev.Tid}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(reported) != 4 {
+		t.Errorf("%d fork events, want 4", len(reported))
+	}
+	t.Logf("forks held but not yet reported at %d of the 4 fork events", unreportedSeen)
 }

@@ -95,6 +95,7 @@ func (p *Process) nextNonStopEvent() (ev StopEvent, ok bool) {
 	}
 	p.recordReportedStopPC(ev)
 	p.noteReported(ev)
+	p.markForkReported(ev)
 	return ev, true
 }
 

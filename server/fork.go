@@ -95,11 +95,7 @@ func (s *Server) releaseHeldForks() {
 		return
 	}
 	s.proc.SetReportForks(false, false)
-	for _, pid := range s.proc.ForkChildren() {
-		if err := s.proc.DetachForkChild(pid); err != nil {
-			s.logf("detach fork child %d: %v", pid, err)
-		}
-	}
+	s.proc.DetachForkChildren()
 }
 
 // heldChild returns the held fork child Hg selected, or 0.

@@ -78,6 +78,12 @@ func (s *Server) parseResume(pkt []byte) ([]inferior.Action, []rangeStep, error)
 	var acts []inferior.Action
 	var ranges []rangeStep
 	held := s.proc.ForkChildren()
+	if s.ns.on.Load() {
+		// In non-stop mode an action for every process leaves a held
+		// child stopped (gdb decides its fate with the fork event it
+		// is handling); only one naming the child is refused.
+		held = nil
+	}
 	for _, f := range strings.Split(str[len("vCont;"):], ";") {
 		if f == "" {
 			continue

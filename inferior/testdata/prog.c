@@ -82,6 +82,22 @@ static void *barrier_worker(void *arg) {
 	return NULL;
 }
 
+/* forks_worker: the four threads leave a spin barrier together and vfork
+   at once, so that vfork events pile up while the first is reported
+   (glibc's fork would serialise them: it holds its fork locks across the
+   system call, and a thread stopped at its fork event keeps them). */
+static void *forks_worker(void *arg) {
+	(void)arg;
+	spin_barrier(0);
+	pid_t child = vfork();
+	if (child == 0) {
+		_exit(5);
+	}
+	int status = 0;
+	waitpid(child, &status, 0);
+	return (void *)(long)(WIFEXITED(status) && WEXITSTATUS(status) == 5);
+}
+
 static void *late_exit(void *arg) {
 	(void)arg;
 	for (int i = 0; i < 3; i++) {
@@ -266,6 +282,19 @@ int main(int argc, char **argv) {
 		waitpid(child, &status, 0);
 		hit(2);
 		return WIFEXITED(status) && WEXITSTATUS(status) == 3 ? 11 : 12;
+	}
+	if (strcmp(mode, "forks4") == 0) {
+		pthread_t t[4];
+		int ok = 0;
+		for (int i = 0; i < 4; i++) {
+			pthread_create(&t[i], NULL, forks_worker, NULL);
+		}
+		for (int i = 0; i < 4; i++) {
+			void *r;
+			pthread_join(t[i], &r);
+			ok += (int)(long)r;
+		}
+		return ok == 4 ? 15 : 16;
 	}
 	if (strcmp(mode, "vfork") == 0) {
 		int status = 0;
