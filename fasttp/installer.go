@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sort"
 	"sync"
 	"sync/atomic"
 
@@ -94,8 +95,11 @@ type Installer struct {
 	pcs []uint64
 	// idleBuf is idleSpareLocked's result, reused: a thousand
 	// tracepoints placed at once leave as many ranges in spare.
-	// freeBuf and mergeBuf are punnedPadAddr's free ranges, reused too.
+	// freeBuf and mergeBuf are punnedPadAddr's free ranges, reused too;
+	// freeBuf stays valid within a Batch while freeOK
+	// (freeRangesLocked).
 	idleBuf, freeBuf, mergeBuf []Range
+	freeOK                     bool
 
 	viaTrap  map[*tracing.Tracepoint]string    // trap tracepoints: why a fast one is a trap ("" for gdb's trace)
 	pending  []*jumpSite                       // unpatching requested while the process could not be patched
@@ -321,7 +325,7 @@ func (in *Installer) endBatch() {
 	var sites []*jumpSite
 	if in.batches == 0 {
 		sites, in.unmoved = in.unmoved, nil
-		in.mapped, in.pcs = nil, nil
+		in.mapped, in.pcs, in.freeOK = nil, nil, false
 		in.codeMu.Lock()
 		in.codePages = nil
 		in.codeMu.Unlock()
@@ -1198,6 +1202,7 @@ func (in *Installer) arenaSpaceLocked(addr, size uint64) (uint64, error) {
 		if in.mapped != nil {
 			in.mapped = insertSorted(in.mapped, Range{base, base + arenaSize})
 		}
+		in.freeOK = false
 		in.areas = append(in.areas, Range{base, base + arenaSize})
 	}
 	p := a.base + a.used
@@ -1223,45 +1228,84 @@ func (in *Installer) unreserveArenaLocked(p, size uint64) {
 // whose jump displacement has the site's forced bytes, and for an
 // evicting site TrampolineSize bytes for its trampoline (FindPadAddrs).
 func (in *Installer) punnedPadAddr(site Site, size uint64) (pad, tramp uint64, err error) {
-	mapped, err := in.memoryMapLocked()
-	if err != nil {
-		return 0, 0, err
-	}
-	spare := in.idleSpareLocked()
-	freeOf := func(mapped []Range) []Range {
-		in.freeBuf = appendFreeRanges(in.freeBuf[:0], mapped, minMapAddr, maxUserAddr)
-		in.mergeBuf = appendWithSpare(in.mergeBuf[:0], in.freeBuf, spare)
-		return in.mergeBuf
-	}
-	free := freeOf(mapped)
 	for attempt := 0; attempt < 4; attempt++ {
+		free, err := in.freeRangesLocked()
+		if err != nil {
+			return 0, 0, err
+		}
 		p, t, err := FindPadAddrs(site, free, size)
 		if err != nil {
 			return 0, 0, err
 		}
-		if err := in.mapPadLocked(p, size, spare); err != nil {
-			// Mapped meanwhile (maps was stale): leave that range out,
-			// and read the map again next time.
+		if err := in.mapPadLocked(p, size); err != nil {
+			// Mapped meanwhile (maps was stale): read the map again.
 			in.mapped = nil
-			mapped = append(mapped, pagesOf(p, size))
-			free = freeOf(mapped)
+			in.freeOK = false
 			continue
 		}
-		if t == 0 {
-			return p, 0, nil
+		if t != 0 {
+			if err := in.mapPadLocked(t, TrampolineSize); err != nil {
+				// The pad's memory stays ours (never unmapped): spare.
+				in.addSpareLocked(Range{p, p + size})
+				in.mapped = nil
+				in.freeOK = false
+				continue
+			}
 		}
-		if err := in.mapPadLocked(t, TrampolineSize, spare); err != nil {
-			// The pad's memory stays ours (never unmapped): leave both
-			// out, and read the map again next time.
-			in.addSpareLocked(Range{p, p + size})
-			in.mapped = nil
-			mapped = append(mapped, pagesOf(p, size), pagesOf(t, TrampolineSize))
-			free = freeOf(mapped)
-			continue
+		in.takeFreeLocked(free, Range{p, p + size})
+		if t != 0 && in.freeOK {
+			in.takeFreeLocked(in.freeBuf, Range{t, t + TrampolineSize})
 		}
 		return p, t, nil
 	}
 	return 0, 0, errors.New("could not map a pad at a matching address")
+}
+
+// freeRangesLocked returns where pads may go: the unmapped ranges and the
+// idle spare ones, in address order. Within a Batch the list is kept
+// (in.freeBuf, while in.freeOK) and updated as pads take from it:
+// rebuilding it from a thousand pads' mappings and spare ranges for each
+// of a thousand tracepoints was most of the pad address search.
+func (in *Installer) freeRangesLocked() ([]Range, error) {
+	if in.freeOK && in.batches > 0 {
+		return in.freeBuf, nil
+	}
+	mapped, err := in.memoryMapLocked()
+	if err != nil {
+		return nil, err
+	}
+	in.mergeBuf = appendFreeRanges(in.mergeBuf[:0], mapped, minMapAddr, maxUserAddr)
+	in.freeBuf = appendWithSpare(in.freeBuf[:0], in.mergeBuf, in.idleSpareLocked())
+	in.freeOK = in.batches > 0
+	return in.freeBuf, nil
+}
+
+// takeFreeLocked records that a pad took r out of free (the list
+// freeRangesLocked returned): mapPadLocked leaves the rest of the pages
+// it maps, and of a spare range it uses, spare, so r alone stops being
+// free.
+func (in *Installer) takeFreeLocked(free []Range, r Range) {
+	if in.batches == 0 {
+		return
+	}
+	i := sort.Search(len(free), func(i int) bool { return free[i].End > r.Start })
+	if i == len(free) || free[i].Start > r.Start || free[i].End < r.End {
+		in.freeOK = false // not one free range's part: rebuild next time
+		return
+	}
+	f := free[i]
+	switch {
+	case f.Start == r.Start && f.End == r.End:
+		free = slices.Delete(free, i, i+1)
+	case f.Start == r.Start:
+		free[i].Start = r.End
+	case f.End == r.End:
+		free[i].End = r.Start
+	default:
+		free[i].End = r.Start
+		free = slices.Insert(free, i+1, Range{r.End, f.End})
+	}
+	in.freeBuf, in.freeOK = free, true
 }
 
 // memoryMapLocked returns the process's mapped ranges, in address
@@ -1294,9 +1338,9 @@ func insertSorted(rs []Range, r Range) []Range {
 // mapPadLocked makes [p, p+size) pad memory: a range of in.spare that
 // holds it (idle: listed in spare) gives it up, or its pages are mapped
 // (AllocateScratchAt) and the rest of them go to in.spare.
-func (in *Installer) mapPadLocked(p, size uint64, spare []Range) error {
+func (in *Installer) mapPadLocked(p, size uint64) error {
 	r := Range{p, p + size}
-	if i := holding(in.spare, r); i >= 0 && holding(spare, r) >= 0 {
+	if i := holding(in.spare, r); i >= 0 && !in.threadInLocked(in.spare[i]) {
 		s := in.spare[i]
 		in.spare = slices.Delete(in.spare, i, i+1)
 		in.addSpareLocked(Range{s.Start, r.Start}, Range{r.End, s.End})
@@ -1364,9 +1408,16 @@ func (in *Installer) idleSpareLocked() []Range {
 	return idle
 }
 
+// threadInLocked reports whether a stopped thread's pc lies in r.
+func (in *Installer) threadInLocked(r Range) bool {
+	return slices.ContainsFunc(in.threadPCsLocked(), func(pc uint64) bool { return r.Start <= pc && pc < r.End })
+}
+
 // addSpareLocked adds ranges to in.spare (in address order), merged
-// with their neighbours; empty ranges are left out.
+// with their neighbours; empty ranges are left out. The Batch's free
+// list is rebuilt after (freeRangesLocked), unless the caller updates it.
 func (in *Installer) addSpareLocked(rs ...Range) {
+	in.freeOK = false
 	for _, r := range rs {
 		if r.End <= r.Start {
 			continue

@@ -401,3 +401,90 @@ func TestHolding(t *testing.T) {
 		t.Error("an empty list holds a range")
 	}
 }
+
+// TestNearestPadAddrMatchesScan: on free lists in address order (as the
+// installer's are), the outward walk of nearestPadAddr finds a pad as
+// near the jump as padCandidates' scan of every range, or none when it
+// finds none.
+func TestNearestPadAddrMatchesScan(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	agreed := 0
+	for iter := range 3000 {
+		addr := uint64(0x7f0000000000) + rng.Uint64()%(1<<40)
+		var idx []int
+		for i := range 4 {
+			if rng.Intn(3) == 0 {
+				idx = append(idx, i)
+			}
+		}
+		s := Site{Addr: addr, Covered: 5, Forced: forced(idx...)}
+		// Disjoint ranges in address order around the jump, some far
+		// out of reach, some tiny.
+		var free []Range
+		at := addr - 3<<30 + rng.Uint64()%(1<<30)
+		for n := rng.Intn(40) + 1; n > 0; n-- {
+			at += uint64(rng.Intn(1 << (rng.Intn(28) + 1)))
+			length := 1 + uint64(rng.Intn(1<<(rng.Intn(30)+1)))
+			free = append(free, Range{at, at + length})
+			at += length + 1
+		}
+		size := uint64(1 + rng.Intn(0x2000))
+		want, wantOK := firstOf(padCandidates(s, free, size, 0, 1))
+		got, gotOK := nearestPadAddr(s, free, size)
+		base := s.JumpEnd()
+		switch {
+		case gotOK != wantOK:
+			t.Fatalf("case %d: site %#x forced %v size %#x free %x: walk found %v, scan found %v", iter, addr, s.Forced, size, free, gotOK, wantOK)
+		case gotOK && abs64(int64(got-base)) != abs64(int64(want-base)):
+			t.Fatalf("case %d: site %#x forced %v size %#x: walk rel32 %#x, scan %#x", iter, addr, s.Forced, size, int64(got-base), int64(want-base))
+		case gotOK:
+			checkPad(t, s, free, size, got)
+			agreed++
+		}
+	}
+	if agreed < 300 {
+		t.Errorf("only %d of 3000 random cases placed a pad", agreed)
+	}
+}
+
+// TestTakeFreeLocked: the Batch's free list, updated as pads take parts
+// of it, stays what rebuilding it (withoutRange) gives; a take that is
+// not inside one free range makes the next search rebuild it.
+func TestTakeFreeLocked(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	for iter := range 500 {
+		in := &Installer{batches: 1}
+		var free []Range
+		at := uint64(0x10000)
+		for n := rng.Intn(20) + 1; n > 0; n-- {
+			at += uint64(rng.Intn(0x10000)) + 1
+			length := uint64(rng.Intn(0x10000)) + 1
+			free = append(free, Range{at, at + length})
+			at += length
+		}
+		want := slices.Clone(free)
+		in.freeBuf, in.freeOK = slices.Clone(free), true
+		for range 10 {
+			f := want[rng.Intn(len(want))]
+			start := f.Start + uint64(rng.Int63n(int64(f.End-f.Start)))
+			r := Range{start, start + 1 + uint64(rng.Int63n(int64(f.End-start)))}
+			if rng.Intn(10) == 0 {
+				r.End = f.End + 1 // beyond its range: not a pad's place
+			}
+			in.takeFreeLocked(in.freeBuf, r)
+			if r.End > f.End {
+				if in.freeOK {
+					t.Fatalf("case %d: a take beyond its free range %x left the list valid", iter, f)
+				}
+				break
+			}
+			want = withoutRange(want, r)
+			if !in.freeOK || !slices.Equal(in.freeBuf, want) {
+				t.Fatalf("case %d: after taking %x: %x (valid %v), want %x", iter, r, in.freeBuf, in.freeOK, want)
+			}
+			if len(want) == 0 {
+				break
+			}
+		}
+	}
+}

@@ -56,6 +56,24 @@ func (p *Process) CancelWait() {
 	})
 }
 
+// ReportAllStopped has every thread, all stopped (just attached), count
+// as running with a stop of signal 0 to report, one for each thread: in
+// non-stop mode gdb hears of an attached program's threads stopping that
+// way, as it does from gdbserver.
+func (p *Process) ReportAllStopped() error {
+	return p.do(func() error {
+		for _, tid := range p.sortedTids() {
+			t := p.threads[tid]
+			if !t.stopped || t.resumed || t.zombie || p.hasPending(tid) {
+				continue
+			}
+			t.resumed = true
+			p.queue(StopEvent{Kind: SignalStop, Tid: tid})
+		}
+		return nil
+	})
+}
+
 // maxDrain bounds the statuses one non-stop drain collects, so that
 // threads that keep stopping cannot hold the ptrace goroutine.
 const maxDrain = 256

@@ -126,6 +126,17 @@ func (s *Server) drainAsync() {
 	}
 }
 
+// attachedNonStop answers vAttach in non-stop mode: OK, then a %Stop
+// notification (signal 0) for each of the attached threads.
+func (s *Server) attachedNonStop() []byte {
+	if err := s.proc.ReportAllStopped(); err != nil {
+		return rsp.ErrorMessage("attach: " + err.Error())
+	}
+	s.ns.gen++
+	s.startAsyncWait()
+	return rsp.OK
+}
+
 // resumeNonStop applies a resumption packet in non-stop mode: OK at once,
 // the stops come as notifications.
 func (s *Server) resumeNonStop(pkt []byte) error {

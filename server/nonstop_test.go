@@ -1,7 +1,11 @@
 package server
 
 import (
+	"bufio"
+	"bytes"
 	"fmt"
+	"net"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -65,5 +69,44 @@ func TestNonStopProtocol(t *testing.T) {
 	}
 	if got := s.ask("vStopped"); got != "OK" {
 		t.Fatalf("vStopped after the exit: %q", got)
+	}
+}
+
+// TestNonStopAttach: vAttach in non-stop mode answers OK, and the
+// attached thread's stop (signal 0) comes as a notification, as gdb
+// expects (it waits for those stops after attaching).
+func TestNonStopAttach(t *testing.T) {
+	sleeper := exec.Command("sleep", "30")
+	if err := sleeper.Start(); err != nil {
+		t.Skipf("sleep: %v", err)
+	}
+	defer func() {
+		_ = sleeper.Process.Kill()
+		_ = sleeper.Wait()
+	}()
+	srv := New(Config{Multi: true, Progress: &bytes.Buffer{}, PacketLog: testLog(t)})
+	a, b := net.Pipe()
+	s := &session{t: t, client: &rawClient{c: b, rd: bufio.NewReader(b)}, done: make(chan error, 1), srv: srv}
+	go func() { s.done <- srv.Serve(a) }()
+	defer func() {
+		s.client.Close()
+		<-s.done
+		srv.Shutdown()
+	}()
+	if got := s.ask("QNonStop:1"); got != "OK" {
+		t.Fatalf("QNonStop:1: %q", got)
+	}
+	if got := s.ask(fmt.Sprintf("vAttach;%x", sleeper.Process.Pid)); got != "OK" {
+		t.Fatalf("vAttach in non-stop mode: %q, want OK", got)
+	}
+	n, err := s.client.recvNotification()
+	if want := fmt.Sprintf("Stop:T00thread:%x;", sleeper.Process.Pid); err != nil || !strings.HasPrefix(n, want) {
+		t.Fatalf("notification %q (%v), want %s...", n, err, want)
+	}
+	if got := s.ask("vStopped"); got != "OK" {
+		t.Fatalf("vStopped: %q", got)
+	}
+	if got := s.ask("D"); got != "OK" {
+		t.Fatalf("detach: %q", got)
 	}
 }

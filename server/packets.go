@@ -714,6 +714,9 @@ func (s *Server) vAttach(pkt []byte) []byte {
 	if err := s.Attach(int(pid)); err != nil {
 		return rsp.ErrorMessage(err.Error())
 	}
+	if s.ns.on.Load() {
+		return s.attachedNonStop()
+	}
 	return s.stopReply(s.lastStop)
 }
 
