@@ -1,6 +1,9 @@
 package fasttp
 
 import (
+	"sync"
+	"time"
+
 	"gotpstub/inferior"
 	"gotpstub/jit"
 	"gotpstub/tdesc"
@@ -35,15 +38,15 @@ func (in *Installer) SetThreadLaneAhead(n uint64) {
 // every CPU busy (the drainer then leaves the pages to them: its work
 // would take their CPU): two threads paid 1.5-1.65 times one thread's
 // cost per hit. Here the cost moves to the thread's start, where the
-// program's other threads do not wait for it. The hook only tries the
-// locks: a drain or an installation under way leaves the lane to the
-// drainer, as before.
+// program's other threads do not wait for it. The hook waits for the
+// locks no longer than hookLockWait: a drain or an installation that
+// holds them longer leaves the lane to the drainer, as before.
 func (in *Installer) threadStarted(s *inferior.Stopped) {
-	if !in.drainMu.TryLock() {
+	if !tryLockFor(&in.drainMu, hookLockWait) {
 		return
 	}
 	defer in.drainMu.Unlock()
-	if !in.mu.TryLock() {
+	if !tryLockFor(&in.mu, hookLockWait) {
 		return
 	}
 	defer in.mu.Unlock()
@@ -77,6 +80,31 @@ func (in *Installer) threadStarted(s *inferior.Stopped) {
 		return
 	}
 	l.prepare(lane, want)
+}
+
+// hookLockWait is how long the thread start hook waits for a lock a
+// drain or an installation holds: a drain is over in well under a
+// millisecond, but one that waits for the ptrace goroutine (a full
+// buffer ending the run) never ends while the hook holds that goroutine,
+// so the hook gives up after this and leaves the lane to the drainer.
+// Giving up at once left a thread's lane unprepared whenever it started
+// during a drain (TestFastTraceLanesReadyAtThreadStart failed 1 run in
+// 10-40).
+const hookLockWait = 2 * time.Millisecond
+
+// tryLockFor tries to lock mu for up to d, and reports whether it did.
+func tryLockFor(mu *sync.Mutex, d time.Duration) bool {
+	if mu.TryLock() {
+		return true
+	}
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		time.Sleep(20 * time.Microsecond)
+		if mu.TryLock() {
+			return true
+		}
+	}
+	return false
 }
 
 // totalPopulated is the lane bytes allocated so far, all lanes together.
