@@ -126,14 +126,15 @@ func (s *Server) drainAsync() {
 	}
 }
 
-// attachedNonStop answers vAttach in non-stop mode: OK, then a %Stop
-// notification (signal 0) for each of the attached threads.
+// attachedNonStop answers vAttach in non-stop mode: OK, the attached
+// threads counting as running with a stop (signal 0) each to report.
+// The stops go out once gdb, its attach set up, asks for them (vCont;t:
+// a notification before that made gdb fail an assertion, as it knew no
+// thread yet), as gdbserver does.
 func (s *Server) attachedNonStop() []byte {
 	if err := s.proc.ReportAllStopped(); err != nil {
 		return rsp.ErrorMessage("attach: " + err.Error())
 	}
-	s.ns.gen++
-	s.startAsyncWait()
 	return rsp.OK
 }
 

@@ -73,8 +73,8 @@ func TestNonStopProtocol(t *testing.T) {
 }
 
 // TestNonStopAttach: vAttach in non-stop mode answers OK, and the
-// attached thread's stop (signal 0) comes as a notification, as gdb
-// expects (it waits for those stops after attaching).
+// attached thread's stop (signal 0) comes as a notification once gdb asks
+// for it (vCont;t), as gdb expects.
 func TestNonStopAttach(t *testing.T) {
 	sleeper := exec.Command("sleep", "30")
 	if err := sleeper.Start(); err != nil {
@@ -96,8 +96,14 @@ func TestNonStopAttach(t *testing.T) {
 	if got := s.ask("QNonStop:1"); got != "OK" {
 		t.Fatalf("QNonStop:1: %q", got)
 	}
+	if got := s.ask("?"); got != "OK" {
+		t.Fatalf("? with no process in non-stop mode: %q, want OK", got)
+	}
 	if got := s.ask(fmt.Sprintf("vAttach;%x", sleeper.Process.Pid)); got != "OK" {
 		t.Fatalf("vAttach in non-stop mode: %q, want OK", got)
+	}
+	if got := s.ask(fmt.Sprintf("vCont;t:%x", sleeper.Process.Pid)); got != "OK" {
+		t.Fatalf("vCont;t after the attach: %q, want OK", got)
 	}
 	n, err := s.client.recvNotification()
 	if want := fmt.Sprintf("Stop:T00thread:%x;", sleeper.Process.Pid); err != nil || !strings.HasPrefix(n, want) {

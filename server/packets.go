@@ -204,6 +204,9 @@ func (s *Server) startNoAck([]byte) []byte {
 
 // haltReason answers '?': the last stop, or W/X if the process is gone.
 func (s *Server) haltReason([]byte) []byte {
+	if s.proc == nil && s.ns.on.Load() {
+		return rsp.OK // non-stop: no thread is stopped (there is none)
+	}
 	if s.proc == nil {
 		if s.haveStop && s.exited {
 			return s.stopReply(s.lastStop)
