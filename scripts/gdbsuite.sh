@@ -7,7 +7,7 @@
 #   NAME      a selection: gdbsuite/NAME-selection.txt lists .exp files or
 #             testsuite directories, one a line (# comments allowed).
 #             Selections: base (ordinary debugging, gdb.base + gdb.threads),
-#             trace (all of gdb.trace).
+#             trace (all of gdb.trace), nonstop (gdb's non-stop mode).
 #   --stub P  test stub P instead of building bin/gotpstub
 #   --update  after the run, copy its gdb.sum to gdbsuite/expected-NAME.sum
 #             (do this when gotpstub passes more than before, and commit it)
