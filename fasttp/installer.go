@@ -95,11 +95,11 @@ type Installer struct {
 	pcs []uint64
 	// idleBuf is idleSpareLocked's result, reused: a thousand
 	// tracepoints placed at once leave as many ranges in spare.
-	// freeBuf and mergeBuf are punnedPadAddr's free ranges, reused too;
-	// freeBuf stays valid within a Batch while freeOK
-	// (freeRangesLocked).
-	idleBuf, freeBuf, mergeBuf []Range
-	freeOK                     bool
+	// freeBuf is punnedPadAddr's free ranges, valid within a Batch while
+	// freeOK (freeRangesLocked); gapBuf the unmapped ranges it is built
+	// from. Both reused too.
+	idleBuf, freeBuf, gapBuf []Range
+	freeOK                   bool
 
 	viaTrap  map[*tracing.Tracepoint]string    // trap tracepoints: why a fast one is a trap ("" for gdb's trace)
 	pending  []*jumpSite                       // unpatching requested while the process could not be patched
@@ -1274,8 +1274,8 @@ func (in *Installer) freeRangesLocked() ([]Range, error) {
 	if err != nil {
 		return nil, err
 	}
-	in.mergeBuf = appendFreeRanges(in.mergeBuf[:0], mapped, minMapAddr, maxUserAddr)
-	in.freeBuf = appendWithSpare(in.freeBuf[:0], in.mergeBuf, in.idleSpareLocked())
+	in.gapBuf = appendFreeRanges(in.gapBuf[:0], mapped, minMapAddr, maxUserAddr)
+	in.freeBuf = appendWithSpare(in.freeBuf[:0], in.gapBuf, in.idleSpareLocked())
 	in.freeOK = in.batches > 0
 	return in.freeBuf, nil
 }

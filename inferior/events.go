@@ -770,16 +770,10 @@ func (p *Process) resume(actions []Action) error {
 	for _, tid := range tids {
 		t := p.threads[tid]
 		t.resumed, t.step, t.sig = false, false, 0
-		for _, a := range actions {
-			if a.Tid != tid && a.Tid != -1 && a.Tid != 0 {
-				continue
-			}
-			if !a.Stop && !t.zombie {
-				t.resumed, t.step, t.sig = true, a.Step, a.Signal
-				p.noteResumeSignal(t)
-				toRun = append(toRun, t)
-			}
-			break
+		if a, named := ActionFor(actions, tid); named && !a.Stop && !t.zombie {
+			t.resumed, t.step, t.sig = true, a.Step, a.Signal
+			p.noteResumeSignal(t)
+			toRun = append(toRun, t)
 		}
 	}
 	if len(toRun) == 0 {

@@ -154,7 +154,7 @@ func (p *Process) resumeNonStop(actions []Action) error {
 	var toRun []*thread
 	for _, tid := range p.sortedTids() {
 		t := p.threads[tid]
-		a, named := firstAction(actions, tid)
+		a, named := ActionFor(actions, tid)
 		switch {
 		case !named || t.zombie:
 		case a.Stop:
@@ -205,9 +205,9 @@ func (p *Process) resumeNonStop(actions []Action) error {
 	return nil
 }
 
-// firstAction returns the first action naming tid (Tid -1 or 0 name
-// every thread).
-func firstAction(actions []Action, tid int) (Action, bool) {
+// ActionFor returns the action of actions that applies to thread tid:
+// the first naming it, Tid -1 or 0 naming every thread (vCont's rule).
+func ActionFor(actions []Action, tid int) (Action, bool) {
 	for _, a := range actions {
 		if a.Tid == tid || a.Tid == -1 || a.Tid == 0 {
 			return a, true

@@ -662,7 +662,6 @@ func (p *Process) Threads() []int {
 	return append([]int(nil), p.tids...)
 }
 
-// Alive reports whether tid is a live thread of the process.
 // LeaderExited reports whether the thread group leader has exited
 // (pthread_exit) while other threads run on: it is then a zombie the
 // kernel reaps only with the last thread, and gdb must hear of it as
@@ -672,6 +671,7 @@ func (p *Process) LeaderExited() bool {
 	return len(tids) > 1 && threadState(p.pid, p.pid) == 'Z'
 }
 
+// Alive reports whether tid is a live thread of the process.
 func (p *Process) Alive(tid int) bool {
 	for _, t := range p.Threads() {
 		if t == tid {

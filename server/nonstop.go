@@ -13,7 +13,7 @@ import (
 
 // Non-stop mode (QNonStop:1). Resumption packets are answered OK at once
 // and the threads they name run while gdb goes on sending packets; a
-// goroutine waits for the process (waitAsync) and Serve's loop turns each
+// goroutine waits for the process (startAsyncWait) and Serve's loop turns each
 // event into a %Stop notification (onAsyncStop). Stops gdb has not yet
 // acknowledged wait in a queue: its head is the one last sent (as the
 // notification, or as the reply to ? or vStopped), and each vStopped
@@ -21,7 +21,7 @@ import (
 type nonStopState struct {
 	on      atomic.Bool // read by the reader goroutine's dispatch
 	events  chan asyncStop
-	waiting bool // a waitAsync goroutine runs
+	waiting bool // a startAsyncWait goroutine runs
 	// gen counts resumptions: a NoResumed that a resumption overtook is
 	// no reason to stop waiting.
 	gen    int
@@ -30,7 +30,7 @@ type nonStopState struct {
 	ranges map[int]rangeStep       // threads range-stepping
 }
 
-// asyncStop is what a waitAsync goroutine found.
+// asyncStop is what a startAsyncWait goroutine found.
 type asyncStop struct {
 	proc *inferior.Process
 	ev   inferior.StopEvent
@@ -209,16 +209,10 @@ func (s *Server) takeEventInFlight() error {
 func (s *Server) noteActions(acts []inferior.Action, ranges []rangeStep) {
 	running := s.proc.ResumedThreads()
 	for _, tid := range s.proc.Threads() {
-		for _, a := range acts {
-			if a.Tid != tid && a.Tid > 0 {
-				continue
-			}
-			if !a.Stop && !running[tid] {
-				a.Tid = tid
-				s.ns.acts[tid] = a
-				delete(s.ns.ranges, tid)
-			}
-			break
+		if a, named := inferior.ActionFor(acts, tid); named && !a.Stop && !running[tid] {
+			a.Tid = tid
+			s.ns.acts[tid] = a
+			delete(s.ns.ranges, tid)
 		}
 	}
 	for _, r := range ranges {
@@ -295,8 +289,7 @@ func (s *Server) continueAfter(ev *inferior.StopEvent) bool {
 	case ranged && s.rangeContinues(*ev, r):
 		again[0].Step = true
 	case s.conditionsFalse(*ev, []inferior.Action{a}):
-	case ev.Kind == inferior.SignalStop && ev.Signal != 5 && ev.Reason == "" &&
-		s.passSignals[ev.Signal] && !a.Step:
+	case s.passesSilently(*ev, a.Step):
 		if ev.StopRequested {
 			return false
 		}

@@ -189,8 +189,7 @@ func (s *Server) resume(pkt []byte) error {
 		// signal that interrupts its step, to step over the handler or
 		// into it, rather than find the step ended at the handler's
 		// first instruction).
-		if ev.Kind == inferior.SignalStop && ev.Signal != 5 && ev.Reason == "" &&
-			s.passSignals[ev.Signal] && !stepping(acts, ev.Tid) {
+		if s.passesSilently(*ev, stepping(acts, ev.Tid)) {
 			acts = passOn(acts, *ev)
 			continue
 		}
@@ -198,15 +197,20 @@ func (s *Server) resume(pkt []byte) error {
 	}
 }
 
+// passesSilently reports whether ev is a signal gdb passes without
+// hearing of it (QPassSignals), which goes straight back to its thread,
+// unless gdb is stepping that thread (like gdbserver: gdb must see the
+// signal that interrupts its step, to step over the handler or into it).
+func (s *Server) passesSilently(ev inferior.StopEvent, stepping bool) bool {
+	return ev.Kind == inferior.SignalStop && ev.Signal != 5 && ev.Reason == "" &&
+		s.passSignals[ev.Signal] && !stepping
+}
+
 // stepping reports whether acts single-step thread tid (the first
 // action naming it, or the default one, decides).
 func stepping(acts []inferior.Action, tid int) bool {
-	for _, a := range acts {
-		if a.Tid == tid || a.Tid < 0 {
-			return a.Step
-		}
-	}
-	return false
+	a, _ := inferior.ActionFor(acts, tid)
+	return a.Step
 }
 
 // passOn re-resumes after a pass-through signal: the thread that got it
