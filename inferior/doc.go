@@ -154,7 +154,8 @@
 // With SetReportForks (gdb's fork-events and vfork-events) a fork stops the
 // forking thread with StopEvent.ForkChild set and the child is held stopped
 // by this same tracer thread (ptrace ties a tracee to its tracer thread, so
-// no other Process could take it over): ForkChildren lists it, its
+// no other Process could take it over): ForkChildren lists it once Wait
+// has returned its fork event (before that gdb does not know it), its
 // registers and memory can be read and written (gdb fixes up a child
 // that forked during a displaced step), and DetachForkChild, KillForkChild or
 // FollowForkChild decide its fate. FollowForkChild detaches the parent and
