@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -47,8 +48,47 @@ func TestNonStopTraceWhileRunning(t *testing.T) {
 		t.Skip("gdbserver needs its in-process agent library for ftrace")
 	}
 	prog := buildProgram(t, "stress8")
-	g, stub := nonStopSessionAt(t, prog, []string{"--once", "--timing"}, "ready")
+	for _, c := range []struct {
+		name, shapes string // --ftrace-shapes
+		mainRuns     bool   // main runs too (in pthread_join): no thread is stopped
+		live         bool   // --live-patch
+		want         []string
+	}{
+		// The stub's choice (jumps that keep their successors' bytes),
+		// the main thread stopped by gdb, every thread paused for
+		// tstart and tstop.
+		{"default", "all", false, false, []string{"successor-preserving jump over 3 bytes"}},
+		// The same with --live-patch: the jumps go in and out with the
+		// eight threads running (the system calls the stub needs run
+		// in the main thread, stopped by gdb).
+		{"live", "all", false, true, []string{"successor-preserving jump over 3 bytes"}},
+		// Punned jumps over several instructions (int3s at the covered
+		// heads), a trap at the ret, and every thread running until
+		// the pause.
+		{"int3 puns, all running", "plain,int3", true, false, []string{"punned jump over 6 bytes (2 instructions)", "trap instead of a jump"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			flags := []string{"--once", "--timing", "--debug", "--ftrace-shapes=" + c.shapes}
+			if c.live {
+				flags = append(flags, "--live-patch")
+			}
+			nonStopCycles(t, prog, flags, c.mainRuns, c.want)
+		})
+	}
+}
+
+// nonStopCycles runs TestNonStopTraceWhileRunning's cycles.
+func nonStopCycles(t *testing.T, prog string, flags []string, mainRuns bool, want []string) {
+	g, stub := nonStopSessionAt(t, prog, flags, "ready")
+	if dump := os.Getenv("GOTPSTUB_DUMP_LOG"); dump != "" {
+		t.Cleanup(func() { _ = os.WriteFile(dump, []byte(stub.output.String()), 0o644) })
+	}
 	site3, entry1, leaf := stressTracepoints(t, g)
+	running := stressThreads
+	if mainRuns {
+		g.mustDo("-exec-continue --thread 1")
+		running++
+	}
 	cycles := 200
 	if testing.Short() {
 		cycles = 20
@@ -57,6 +97,9 @@ func TestNonStopTraceWhileRunning(t *testing.T) {
 	var stats stressStats
 	for i := range cycles {
 		g.mustDo("tstart")
+		if i == 0 {
+			mustContain(t, stub.output.String(), want...)
+		}
 		time.Sleep(time.Duration(2+i%5) * time.Millisecond)
 		status := g.mustDo("tstop") + g.mustDo("tstatus")
 		if strings.Contains(status, "rror") {
@@ -69,33 +112,57 @@ func TestNonStopTraceWhileRunning(t *testing.T) {
 		t.Errorf("only %d frames at site3 in %d cycles: the threads hardly ran", stats.site3Frames, cycles)
 	}
 	threads := g.mustDo("info threads")
-	if n := strings.Count(threads, "(running)"); n != stressThreads {
-		t.Errorf("%d threads running at the end, want %d:\n%s", n, stressThreads, threads)
+	if n := strings.Count(threads, "(running)"); n != running {
+		t.Errorf("%d threads running at the end, want %d:\n%s", n, running, threads)
 	}
 	// Every thread stops when asked, alive: a broken instruction would
 	// have made the program exit with status 3.
 	g.mustDo("-exec-interrupt --all")
-	for range stressThreads {
+	for range running {
 		if stop, ok := g.waitStopped(10 * time.Second); !ok || !strings.Contains(stop, `signal-name="0"`) {
 			t.Fatalf("interrupting every thread: %q", stop)
 		}
 	}
-	pauses := regexp.MustCompile(`threads paused (\d+) µs for (QTSt\w+)`).FindAllStringSubmatch(stub.output.String(), -1)
-	byKind := map[string][]int{}
-	for _, m := range pauses {
-		us, _ := strconv.Atoi(m[1])
-		byKind[m[2]] = append(byKind[m[2]], us)
-	}
-	if len(pauses) != 2*cycles {
-		t.Errorf("%d pauses logged for %d cycles of tstart and tstop", len(pauses), cycles)
-	}
-	var summary []string
-	for kind, us := range byKind {
-		slices.Sort(us)
-		summary = append(summary, fmt.Sprintf("%s median %d µs, longest %d µs", kind, us[len(us)/2], us[len(us)-1]))
-	}
-	slices.Sort(summary)
-	t.Logf("%d cycles with 8 threads running: %d frames (%d of site3), %d cycles with hits dropped; threads paused: %s",
-		cycles, stats.frames, stats.site3Frames, stats.droppedCycles, strings.Join(summary, "; "))
+	summary := pauseSummary(t, stub.output.String(), cycles)
+	t.Logf("%d cycles with %d threads running: %d frames (%d of site3), %d cycles with hits dropped; %s",
+		cycles, running, stats.frames, stats.site3Frames, stats.droppedCycles, summary)
 	fmt.Fprint(g.stdin, "-gdb-exit\n")
+}
+
+// pauseSummary sums up the stub's --timing lines for tstart and tstop in
+// non-stop mode: with live patching, how long each took and the longest
+// stop of any thread for it; with the fallback (every thread paused),
+// how long the pauses were. Each of the cycles must have logged both.
+func pauseSummary(t *testing.T, log string, cycles int) string {
+	t.Helper()
+	live := regexp.MustCompile(`(QTSt\w+) changed code live in (\d+) µs: .*; longest thread stop (\d+) µs`).FindAllStringSubmatch(log, -1)
+	paused := regexp.MustCompile(`threads paused (\d+) µs for (QTSt\w+)`).FindAllStringSubmatch(log, -1)
+	total, stops := map[string][]int{}, map[string][]int{}
+	for _, m := range live {
+		us, _ := strconv.Atoi(m[2])
+		hold, _ := strconv.Atoi(m[3])
+		total[m[1]] = append(total[m[1]], us)
+		stops[m[1]] = append(stops[m[1]], hold)
+	}
+	for _, m := range paused {
+		us, _ := strconv.Atoi(m[1])
+		stops[m[2]] = append(stops[m[2]], us)
+	}
+	if n := len(live) + len(paused); n != 2*cycles {
+		t.Errorf("%d tstart/tstop timings logged for %d cycles", n, cycles)
+	}
+	var out []string
+	for kind, us := range stops {
+		slices.Sort(us)
+		line := fmt.Sprintf("%s: longest stop of a thread median %d µs, max %d µs", kind, us[len(us)/2], us[len(us)-1])
+		if tt := total[kind]; len(tt) > 0 {
+			slices.Sort(tt)
+			line += fmt.Sprintf(" (live patching; the packet took median %d µs, max %d µs)", tt[len(tt)/2], tt[len(tt)-1])
+		} else {
+			line += " (every thread paused)"
+		}
+		out = append(out, line)
+	}
+	slices.Sort(out)
+	return strings.Join(out, "; ")
 }

@@ -163,9 +163,15 @@
 // covered bytes (gdb stepping over the breakpoint takes it out for one
 // step). In gdb's non-stop mode the server pauses every running thread
 // (inferior.Process.Pause) while the installer changes code and moves
-// paused threads out of pads first (Stabilize): insertion and removal are
-// correct with threads running, but not yet the pause-free patching of
-// a text_poke_bp-style protocol.
+// paused threads out of pads first (Stabilize). With --live-patch it
+// does not: the jumps go in and out with the threads running
+// (inferior's text_poke_bp-style protocol), threads inside a new jump's
+// covered bytes are moved by the same function as in a pause, given to
+// RelocatePCsLive (only jumps over more than one instruction need it),
+// Install outside a Batch makes one, and the memory of a jump taken out
+// with threads running is quarantined: it becomes spare only when every
+// thread, each stopped a moment (inferior.Process.AllPCs), is outside
+// it (releaseQuarantine, at the next Batch).
 //
 // # Hit path (jit.BuildJumpPadAMD64, see jit's package doc)
 //

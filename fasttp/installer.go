@@ -123,6 +123,9 @@ type Installer struct {
 	// then, and one pass over the threads serves every jump.
 	batches int
 	unmoved []*jumpSite
+	// quarantine holds the memory of jumps taken out while threads ran
+	// (jumpSite.own): spare once no thread is found inside.
+	quarantine []Range
 	// codePages is the code read during a Batch (codecache.go); nil
 	// outside one. codeMu guards it.
 	codeMu    sync.Mutex
@@ -309,11 +312,46 @@ func (in *Installer) Batch(f func()) {
 		}
 		in.codeMu.Unlock()
 		defer in.endBatch()
+		in.releaseQuarantine()
 		f()
 	}
 	if in.proc == nil || in.proc.Exclusive(run) != nil {
 		f() // a closed process: f's operations fail one by one
 	}
+}
+
+// releaseQuarantine makes the quarantined memory no thread is inside
+// spare: each running thread is stopped a moment for its pc.
+func (in *Installer) releaseQuarantine() {
+	in.mu.Lock()
+	q := in.quarantine
+	in.mu.Unlock()
+	if len(q) == 0 {
+		return
+	}
+	pcs, err := in.proc.AllPCs()
+	if err != nil {
+		in.logf("fast tracepoints: memory of removed jumps kept: %v", err)
+		return
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	kept := in.quarantine[:0]
+	for _, r := range in.quarantine {
+		if slices.ContainsFunc(pcs, func(pc uint64) bool { return r.Start <= pc && pc < r.End }) {
+			kept = append(kept, r)
+			continue
+		}
+		in.addSpareLocked(r)
+	}
+	in.quarantine = kept
+}
+
+// inBatch reports whether a Batch is under way.
+func (in *Installer) inBatch() bool {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return in.batches > 0
 }
 
 // endBatch ends a Batch; the outermost moves the threads found inside
@@ -353,8 +391,16 @@ func (in *Installer) endBatch() {
 // sites' jumps (not at their start; at it too after a push left in
 // place, Site.Lead: such a thread ran the push before the jump was
 // there) to the relocated copies of the instructions they were at.
+//
+// With threads running (non-stop) the running ones are checked while
+// the jumps go in (inferior.Process.RelocatePCsLive): only jumps over
+// more than one instruction can have a thread inside their bytes.
 func (in *Installer) moveThreadsOut(sites []*jumpSite) error {
-	err := in.proc.RelocatePCs(func(_ int, pc uint64) (uint64, bool) {
+	sites = slices.DeleteFunc(slices.Clone(sites), func(s *jumpSite) bool { return !s.coversSeveral() })
+	if len(sites) == 0 {
+		return nil
+	}
+	err := in.proc.RelocatePCsLive(func(_ int, pc uint64) (uint64, bool) {
 		for _, s := range sites {
 			if pc > s.site.Start() && pc < s.site.Resume() {
 				to, ok := s.heads[pc]
@@ -367,6 +413,17 @@ func (in *Installer) moveThreadsOut(sites []*jumpSite) error {
 		return fmt.Errorf("moving threads out of the patched bytes: %w", err)
 	}
 	return nil
+}
+
+// coversSeveral reports whether a thread can be inside s's jump: at a
+// covered instruction after the first, or at the first after a lead.
+func (s *jumpSite) coversSeveral() bool {
+	for h := range s.heads {
+		if h > s.site.Start() && h < s.site.Resume() {
+			return true
+		}
+	}
+	return false
 }
 
 // SetRingSize sets the size of each lane (a power of two between
@@ -411,6 +468,13 @@ func (in *Installer) laneSize() uint64 {
 // Install places tp: a jump pad when gdb asked for a fast tracepoint and
 // the location and the actions allow one, a trap otherwise.
 func (in *Installer) Install(tp *tracing.Tracepoint) error {
+	if in.proc != nil && !in.inBatch() && in.proc.ThreadsRunning() {
+		// With threads running, jumps go in with the live protocol,
+		// threads inside their bytes moved meanwhile: a Batch's end.
+		var err error
+		in.Batch(func() { err = in.Install(tp) })
+		return err
+	}
 	in.removePending()
 	if err := in.install(tp); err != nil {
 		return err
@@ -717,8 +781,15 @@ func (in *Installer) unpatch(s *jumpSite) error {
 		}
 	}
 	if !s.keepOwn {
+		running := in.proc.ThreadsRunning()
 		in.mu.Lock()
-		in.addSpareLocked(s.own...)
+		if running {
+			// A running thread may be inside: reused only once every
+			// thread is seen outside (releaseQuarantine).
+			in.quarantine = append(in.quarantine, s.own...)
+		} else {
+			in.addSpareLocked(s.own...)
+		}
 		in.mu.Unlock()
 		s.own = nil
 	}
@@ -1442,11 +1513,7 @@ func (in *Installer) threadPCsLocked() []uint64 {
 	if in.pcs != nil {
 		return in.pcs
 	}
-	pcs := []uint64{}
-	_ = in.proc.RelocatePCs(func(_ int, pc uint64) (uint64, bool) {
-		pcs = append(pcs, pc)
-		return 0, false
-	})
+	pcs := in.proc.StoppedPCs()
 	if in.batches > 0 {
 		in.pcs = pcs
 	}

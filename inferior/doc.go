@@ -52,6 +52,25 @@
 // The wait loop never blocks in wait4 in this mode: requests must be
 // served while threads run.
 //
+// # Patching code while threads run (livepatch.go)
+//
+// With SetLivePatching(true) (gotpstub --live-patch), code patches made
+// while threads run go through a text_poke_bp-style protocol instead:
+// an int3 over each patch's first byte, every CPU running the process
+// serialised (membarrier MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE,
+// injected into a stopped thread — or a running one stopped for that
+// moment — at a syscall instruction found in the vDSO, never written
+// where other threads run), the threads whose pc lies inside covered
+// bytes moved one at a time (RelocatePCsLive), the tails, a second
+// synchronisation, then the first bytes (and a third synchronisation
+// when jumps were taken out). A thread that meets one of the int3s
+// meanwhile continues at the target of the jump being put in (or taken
+// out); one that reports an int3 already taken out (a trap tracepoint's,
+// a breakpoint's, the protocol's) runs the instruction now there. Other
+// threads' statuses collected during a flush are handled after it.
+// LiveStats counts what it did and the longest stop of a thread for it.
+// Off (the default), the caller pauses every thread (Pause).
+//
 // # Signals gdb passes silently
 //
 // A signal set with SetPassSignals (gdb's QPassSignals: handle nostop

@@ -23,6 +23,7 @@ func (p *Process) anyRunning() bool {
 
 // drain collects every status change available without blocking.
 func (p *Process) drain() {
+	p.handleStashed()
 	if p.nonStop {
 		p.drainAll()
 		return
@@ -307,6 +308,7 @@ func (p *Process) onExec(t *thread) {
 	}
 	p.swbps = map[uint64]*swBreakpoint{}
 	p.patches = newPatchSet()
+	p.forgetLive()
 	p.debugRegs = debugRegisters{} // the kernel flushes them on exec
 	p.drGen++
 	t.drGen = p.drGen
@@ -333,6 +335,9 @@ func (p *Process) handleTrap(t *thread) {
 			if bp := p.swbps[pc-breakpointPCAdjust]; bp != nil && bp.inserted {
 				_ = setPC(t.tid, pc-breakpointPCAdjust)
 				p.breakpointHit(t, bp)
+				return
+			}
+			if p.liveTrap(t, pc) {
 				return
 			}
 		}
@@ -475,6 +480,7 @@ func (p *Process) resumeAfterHooks() {
 // until each is in a ptrace-stop or gone.
 func (p *Process) stopAll() {
 	p.stopAllCalls++
+	p.handleStashed()
 	p.stopping = true
 	defer func() { p.stopping = false }()
 	for _, t := range p.threads {

@@ -20,6 +20,7 @@ type swBreakpoint struct {
 func (p *Process) readRaw(addr uint64, buf []byte) (int, error) {
 	n, err := p.readNow(addr, buf)
 	p.overlayPending(addr, buf[:n])
+	p.overlayLive(addr, buf[:n])
 	return n, err
 }
 
@@ -226,6 +227,7 @@ func (p *Process) removeSoftware(addr uint64, internal bool) error {
 			// The int3 may still be there: the guard keeps it.
 			return fmt.Errorf("removing the breakpoint at %#x: %w", addr, err)
 		}
+		p.markStale(addr)
 	}
 	p.guardUntrap(addr)
 	return nil

@@ -136,7 +136,10 @@ func (p *Process) insertPatch(addr uint64, code, orig []byte) error {
 			raw[i] = breakpointInsn
 		}
 	}
-	if err := p.writePatchBytes(addr, out, raw); err != nil {
+	live := p.patchingLive()
+	if live {
+		p.queueLive(addr, raw, out)
+	} else if err := p.writePatchBytes(addr, out, raw); err != nil {
 		return fmt.Errorf("patch at %#x: %w", addr, err)
 	}
 	for _, bp := range bps {
@@ -144,6 +147,9 @@ func (p *Process) insertPatch(addr uint64, code, orig []byte) error {
 		p.guardTrap(bp.addr, bp.orig)
 	}
 	p.patches.add(c)
+	if live && p.writeBatch == 0 {
+		return p.flushLive()
+	}
 	return nil
 }
 
@@ -168,8 +174,10 @@ func (p *Process) writePatchBytes(addr uint64, out, raw []byte) error {
 
 // RemovePatch puts back the bytes InsertPatch saved at addr (the address
 // the patch was inserted at). Software breakpoints inside the range keep
-// their int3s and save the original bytes again. All threads should be
-// stopped: the bytes are written in one go.
+// their int3s and save the original bytes again. With threads running
+// the bytes change as InsertPatch's do (livepatch.go); without the live
+// protocol every thread should be stopped: the bytes are written in one
+// go.
 func (p *Process) RemovePatch(addr uint64) error {
 	return p.do(func() error { return p.removePatch(addr) })
 }
@@ -191,7 +199,14 @@ func (p *Process) removePatch(addr uint64) error {
 			out[bp.addr-addr] = breakpointInsn
 		}
 	}
-	if err := p.writeRaw(addr, out); err != nil {
+	live := p.patchingLive()
+	if live {
+		cur := make([]byte, n)
+		if got, err := p.readRaw(addr, cur); err != nil || uint64(got) != n {
+			return fmt.Errorf("removing the patch at %#x: reading it: %w", addr, cmp(err, errors.New("short read")))
+		}
+		p.queueLive(addr, cur, out)
+	} else if err := p.writeRaw(addr, out); err != nil {
 		return fmt.Errorf("removing the patch at %#x: %w", addr, err)
 	}
 	for _, bp := range bps {
@@ -199,6 +214,9 @@ func (p *Process) removePatch(addr uint64) error {
 		p.guardTrap(bp.addr, bp.orig)
 	}
 	p.patches.remove(addr)
+	if live && p.writeBatch == 0 {
+		return p.flushLive()
+	}
 	return nil
 }
 

@@ -36,6 +36,8 @@ type Process struct {
 	// memory writes kept until the outermost ends (writebatch.go).
 	writeBatch int
 	kept       pendingWrites
+	// live is the code patched while threads run (livepatch.go).
+	live liveState
 
 	reqs      chan func()
 	quit      chan struct{}
@@ -207,6 +209,7 @@ func (p *Process) loop(started chan struct{}) {
 		default:
 		}
 		p.opMu.Lock()
+		p.handleStashed()
 		p.serviceWaiter()
 		block := p.waiter != nil && !p.nonStop && p.anyRunning() && len(p.reqs) == 0 && len(p.pending) == 0
 		p.opMu.Unlock()
@@ -287,7 +290,9 @@ func (p *Process) Exclusive(f func()) error {
 		p.writeBatch++
 		defer func() {
 			if p.writeBatch--; p.writeBatch == 0 {
-				_ = p.flushWrites() // a failed write there means the process is gone
+				// A failed write there means the process is gone.
+				_ = p.flushLive()
+				_ = p.flushWrites()
 			}
 		}()
 		f()

@@ -1,6 +1,7 @@
 package inferior
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sync/atomic"
@@ -33,15 +34,13 @@ func (m *SharedMemory) Close() error {
 // none may use the memory again.
 func (p *Process) Unmap(m *SharedMemory) error {
 	err := p.do(func() error {
-		t, err := p.anyStoppedThread()
-		if err != nil {
+		return p.withSyscallThread(func(t *thread) error {
+			res, err := p.injectSyscall(t, unix.SYS_MUNMAP, m.Addr, uint64(len(m.Data)))
+			if err == nil && int64(res) < 0 {
+				err = unix.Errno(-int64(res))
+			}
 			return err
-		}
-		res, err := p.injectSyscall(t, unix.SYS_MUNMAP, m.Addr, uint64(len(m.Data)))
-		if err == nil && int64(res) < 0 {
-			err = unix.Errno(-int64(res))
-		}
-		return err
+		})
 	})
 	if cerr := m.Close(); err == nil {
 		err = cerr
@@ -67,15 +66,14 @@ func (p *Process) Populate(m *SharedMemory, off, n uint64) error {
 		return nil
 	}
 	return p.do(func() error {
-		t, err := p.anyStoppedThread()
-		if err != nil {
-			return fmt.Errorf("populating shared memory: %w", err)
-		}
 		start := (m.Addr + off) &^ (pageSize - 1)
-		res, err := p.injectSyscall(t, unix.SYS_MADVISE, start, m.Addr+off+n-start, unix.MADV_POPULATE_WRITE)
-		if err == nil && int64(res) < 0 {
-			err = unix.Errno(-int64(res))
-		}
+		err := p.withSyscallThread(func(t *thread) error {
+			res, err := p.injectSyscall(t, unix.SYS_MADVISE, start, m.Addr+off+n-start, unix.MADV_POPULATE_WRITE)
+			if err == nil && int64(res) < 0 {
+				err = unix.Errno(-int64(res))
+			}
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("populating shared memory in the process: %w", err)
 		}
@@ -108,10 +106,23 @@ func (p *Process) mapShared(size int) (*SharedMemory, error) {
 	if size <= 0 || size > 1<<34 || size%pageSize != 0 {
 		return nil, fmt.Errorf("shared memory: bad size %d", size)
 	}
-	t, err := p.anyStoppedThread()
+	var m *SharedMemory
+	err := p.withSyscallThread(func(t *thread) error {
+		var err error
+		m, err = p.mapSharedWith(t, size)
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrRunning) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("shared memory: %w", err)
 	}
+	return m, nil
+}
+
+// mapSharedWith is mapShared with stopped thread t making the calls.
+func (p *Process) mapSharedWith(t *thread, size int) (*SharedMemory, error) {
 	call := func(what string, nr uintptr, args ...uint64) (uint64, error) {
 		res, err := p.injectSyscall(t, nr, args...)
 		if err != nil {

@@ -24,16 +24,26 @@ func (p *Process) injectSyscall(t *thread, nr uintptr, args ...uint64) (uint64, 
 	if err := unix.PtraceGetRegs(t.tid, &saved); err != nil {
 		return 0, fmt.Errorf("reading registers: %w", err)
 	}
-	pc := saved.Rip
-	var orig [2]byte
-	if _, err := p.readRaw(pc, orig[:]); err != nil {
-		return 0, fmt.Errorf("reading code at %#x: %w", pc, err)
+	// The syscall instruction goes over the code at the thread's pc,
+	// unless other threads run (they could meet it there): then the
+	// thread runs one found in the process (livepatch.go).
+	pc, borrowed := saved.Rip, false
+	if p.othersRunning(t) && p.liveCapable() {
+		pc, borrowed = p.live.gadget, true
 	}
-	if err := p.writeRaw(pc, []byte{0x0f, 0x05}); err != nil { // syscall
-		return 0, err
+	var orig [2]byte
+	if !borrowed {
+		if _, err := p.readRaw(pc, orig[:]); err != nil {
+			return 0, fmt.Errorf("reading code at %#x: %w", pc, err)
+		}
+		if err := p.writeRaw(pc, []byte{0x0f, 0x05}); err != nil { // syscall
+			return 0, err
+		}
 	}
 	restore := func() {
-		_ = p.writeRaw(pc, orig[:])
+		if !borrowed {
+			_ = p.writeRaw(pc, orig[:])
+		}
 		_ = unix.PtraceSetRegs(t.tid, &saved)
 	}
 	set := func() error {
@@ -72,7 +82,9 @@ func (p *Process) injectSyscall(t *thread, nr uintptr, args ...uint64) (uint64, 
 			// whose result is in the registers now, and stopped on the
 			// way out, before ours ran. Those registers are the ones
 			// to give back; ours go in again.
+			home := saved.Rip
 			saved = after
+			saved.Rip = home // after.Rip is the gadget's when borrowed
 			if err := set(); err != nil {
 				restore()
 				return 0, fmt.Errorf("setting registers: %w", err)

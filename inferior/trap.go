@@ -205,13 +205,14 @@ func (p *Process) mapScratch(hint, length uint64) (uint64, error) {
 	if p.exitEvent != nil {
 		return 0, ErrExited
 	}
-	t, err := p.anyStoppedThread()
-	if err != nil {
-		return 0, fmt.Errorf("allocate scratch: %w", err)
-	}
-	res, err := p.injectSyscall(t, unix.SYS_MMAP, hint, length,
-		unix.PROT_READ|unix.PROT_WRITE|unix.PROT_EXEC,
-		unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED_NOREPLACE, ^uint64(0), 0)
+	var res uint64
+	err := p.withSyscallThread(func(t *thread) error {
+		var err error
+		res, err = p.injectSyscall(t, unix.SYS_MMAP, hint, length,
+			unix.PROT_READ|unix.PROT_WRITE|unix.PROT_EXEC,
+			unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED_NOREPLACE, ^uint64(0), 0)
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("allocate scratch: %w", err)
 	}

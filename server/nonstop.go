@@ -324,9 +324,13 @@ func (s *Server) flushTraps() {
 		return
 	}
 	if s.traps.FlushDue() {
-		release := s.proc.Pause()
-		s.traps.Flush()
-		s.logPause("flushing tracepoint removals", release())
+		if s.proc.CanPatchLive() {
+			s.traps.Flush()
+		} else {
+			release := s.proc.Pause()
+			s.traps.Flush()
+			s.logPause("flushing tracepoint removals", release())
+		}
 	}
 	s.traps.Stabilize()
 }
@@ -336,6 +340,21 @@ func (s *Server) logPause(what string, d time.Duration) {
 	if w := s.timingLog(); w != nil {
 		fmt.Fprintf(w, "gotpstub: non-stop: threads paused %.0f µs for %s\n", float64(d.Nanoseconds())/1e3, what)
 	}
+}
+
+// logLive records, for a packet that changed code with threads running,
+// how long it took and the longest stop of any thread for it (before:
+// the counts when it began).
+func (s *Server) logLive(what string, before inferior.LiveStats, start time.Time) {
+	w := s.timingLog()
+	if w == nil {
+		return
+	}
+	after := s.proc.LiveStats()
+	fmt.Fprintf(w, "gotpstub: non-stop: %s changed code live in %.0f µs: %d patches, %d threads checked, %d moved, %d sent on from an int3, %d parked; longest thread stop %.0f µs\n",
+		what, float64(time.Since(start).Nanoseconds())/1e3, after.Patches-before.Patches, after.Checked-before.Checked,
+		after.Moved-before.Moved, after.Redirected-before.Redirected, after.Parked-before.Parked,
+		float64(after.LongestHold.Nanoseconds())/1e3)
 }
 
 // notifyStop queues a stop for gdb, sending it as a %Stop notification

@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/cpu"
 
@@ -66,6 +67,10 @@ type Config struct {
 	// FtraceShapes restricts the jump shapes fast tracepoints may take
 	// (--ftrace-shapes); nil allows all.
 	FtraceShapes map[fasttp.Shape]bool
+	// LivePatch has code changed with threads running in non-stop mode
+	// (--live-patch: inferior.Process.SetLivePatching) instead of
+	// pausing them.
+	LivePatch bool
 	// Log receives debug messages (--debug); nil disables them.
 	Log io.Writer
 	// TimingLog receives the time tstart and tstop take (--timing, and
@@ -246,6 +251,7 @@ func (s *Server) setProcess(p *inferior.Process, attached bool) {
 	s.xfer = map[string][]byte{}
 	s.traps = fasttp.New(p, s.trace, trapfallback.New(p, s.trace), s.logf)
 	s.traps.SetShapes(s.cfg.FtraceShapes)
+	p.SetLivePatching(s.cfg.LivePatch)
 	if s.cfg.TraceRingSize != 0 {
 		if err := s.traps.SetRingSize(s.cfg.TraceRingSize); err != nil {
 			s.logf("%v", err)
@@ -369,11 +375,24 @@ func (s *Server) handle(pkt []byte) error {
 		return s.resume(pkt)
 	}
 	if s.pausesThreads(pkt) {
-		release := s.proc.Pause()
-		defer func() { s.logPause(string(pkt[:min(len(pkt), 8)]), release()) }()
-		// No paused thread may be left inside a pad the packet could
-		// take away or reuse.
-		s.traps.Stabilize()
+		if s.proc.CanPatchLive() {
+			// Jumps go in and out with the threads running
+			// (inferior/livepatch.go). Threads stopped for gdb left
+			// the pads when their stop was reported (flushTraps);
+			// others may be stopped a moment for the stub's own work,
+			// and are not to be stepped: memory of a jump taken out
+			// is reused only once no thread is inside (fasttp's
+			// quarantine).
+			before := s.proc.LiveStats()
+			s.proc.ResetLongestHold()
+			defer s.logLive(string(pkt[:min(len(pkt), 8)]), before, time.Now())
+		} else {
+			release := s.proc.Pause()
+			defer func() { s.logPause(string(pkt[:min(len(pkt), 8)]), release()) }()
+			// No paused thread may be left inside a pad the packet
+			// could take away or reuse.
+			s.traps.Stabilize()
+		}
 	}
 	reply, ok := s.mux.Dispatch(pkt)
 	if !ok {

@@ -1,0 +1,781 @@
+package inferior
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Patching code while threads run (gdb's non-stop mode), the way the
+// kernel's text_poke_bp does:
+//
+//  1. an int3 over the first byte of each patch;
+//  2. every CPU running the process serialised (membarrier's
+//     private-expedited SYNC_CORE command, run by one thread of the
+//     process: a system call injected into it), so none executes a
+//     stale copy of the old bytes; threads whose pc lies inside the
+//     covered bytes are then moved, one at a time, by the functions
+//     given to RelocatePCsLive;
+//  3. the patches' other bytes, and the CPUs serialised again;
+//  4. the first bytes.
+//
+// A thread that meets one of those int3s meanwhile goes where the patch
+// (or, taking one out, the code it replaces) jumps: a thread trapping at
+// the int3 of a jump being put in continues at the jump's target, as if
+// it had executed it. Where neither the old nor the new bytes start with
+// a jump, the thread waits, stopped, until the bytes are complete. An
+// int3 met after it was taken out (a CPU that still saw it) sends the
+// thread back to run what is there now.
+//
+// The patches of one Exclusive call go through the steps together, so a
+// tstart placing a thousand jumps synchronises twice. No thread is
+// stopped for longer than one injected system call (the thread that runs
+// membarrier) or one pc check (the threads checked for the covered
+// bytes); LiveStats says how long the longest such stop took.
+
+// membarrier commands (linux/membarrier.h).
+const (
+	membarrierCmdQuery                            = 0
+	membarrierCmdPrivateExpeditedSyncCore         = 1 << 5
+	membarrierCmdRegisterPrivateExpeditedSyncCore = 1 << 6
+)
+
+// liveState is the bookkeeping of code changed while threads run, owned
+// by the ptrace goroutine.
+type liveState struct {
+	queue  []livePatch                               // patches waiting for flushLive
+	relocs []func(tid int, pc uint64) (uint64, bool) // RelocatePCsLive's, for the next flush
+	// traps are the int3s of a flush in progress: where a thread meeting
+	// one goes (0: it waits for the flush's end, parked).
+	traps  map[uint64]uint64
+	stale  map[uint64]bool // addresses whose int3 a flush took out again
+	parked []*thread
+	// stash holds the statuses of other threads collected during a flush:
+	// they are handled afterwards (a trap hook run then could need locks
+	// the caller of the flush holds).
+	stash    []stashedStatus
+	flushing bool
+	// lastPoll is when pollLive last found no status: a thread whose
+	// stop it finds later stopped after then (its stop's upper bound).
+	lastPoll time.Time
+	// flushStart is when the flush in progress began.
+	flushStart time.Time
+	// registered: the process registered for SYNC_CORE membarriers;
+	// gadget is the address of a syscall instruction (0: not found yet).
+	registered bool
+	gadget     uint64
+	enabled    bool // SetLivePatching
+
+	stats LiveStats
+}
+
+// livePatch is one code change made while threads run.
+type livePatch struct {
+	addr     uint64
+	old, new []byte
+}
+
+// stashedStatus is a wait status kept for later.
+type stashedStatus struct {
+	tid int
+	ws  unix.WaitStatus
+}
+
+// LiveStats counts what patching with threads running did.
+type LiveStats struct {
+	Flushes    int // flushes made with threads running
+	Patches    int // patches written by them
+	Redirected int // threads sent on from one of the flushes' int3s
+	Parked     int // threads held until a flush ended
+	Checked    int // threads stopped to check their pc
+	Moved      int // threads moved out of covered bytes
+	// LongestHold is the longest stop of a thread for patching live: a
+	// thread stopped to run a system call or have its pc checked, from
+	// its stop to its resumption; a thread sent on from an int3, from
+	// the last poll that did not find it stopped (an upper bound); a
+	// parked one, from the flush's start.
+	LongestHold time.Duration
+}
+
+var (
+	syncCoreOnce sync.Once
+	syncCoreOK   bool
+)
+
+// kernelSyncCore reports whether the kernel offers private-expedited
+// SYNC_CORE membarriers (Linux 4.16 and later on x86-64).
+func kernelSyncCore() bool {
+	syncCoreOnce.Do(func() {
+		r, _, errno := unix.Syscall(unix.SYS_MEMBARRIER, membarrierCmdQuery, 0, 0)
+		want := uintptr(membarrierCmdPrivateExpeditedSyncCore | membarrierCmdRegisterPrivateExpeditedSyncCore)
+		syncCoreOK = errno == 0 && r&want == want
+	})
+	return syncCoreOK
+}
+
+// CanPatchLive reports whether code patches (InsertPatch, RemovePatch)
+// are made while threads run, without stopping the others: live
+// patching is on (SetLivePatching), the kernel has SYNC_CORE
+// membarriers and the process has a syscall instruction to run them
+// with. Otherwise the caller must stop every
+// thread (Pause) around such changes.
+func (p *Process) CanPatchLive() bool {
+	ok := false
+	_ = p.do(func() error {
+		ok = p.liveCapable()
+		return nil
+	})
+	return ok
+}
+
+// SetLivePatching switches the live protocol on or off (off by
+// default): off, code patched while threads run is written tail first,
+// first byte last, and the caller is to stop every thread (Pause).
+func (p *Process) SetLivePatching(on bool) {
+	_ = p.do(func() error {
+		p.live.enabled = on
+		return nil
+	})
+}
+
+func (p *Process) liveCapable() bool {
+	if !p.live.enabled || !kernelSyncCore() || p.exitEvent != nil {
+		return false
+	}
+	if p.live.gadget == 0 {
+		p.live.gadget = findSyscallGadget(p.pid, p.readNow)
+	}
+	return p.live.gadget != 0
+}
+
+// LiveStats returns the counts of code patched while threads ran.
+func (p *Process) LiveStats() LiveStats {
+	var s LiveStats
+	_ = p.do(func() error {
+		s = p.live.stats
+		return nil
+	})
+	return s
+}
+
+// ResetLongestHold starts LiveStats.LongestHold again from zero.
+func (p *Process) ResetLongestHold() {
+	_ = p.do(func() error {
+		p.live.stats.LongestHold = 0
+		return nil
+	})
+}
+
+// findSyscallGadget returns the address of bytes 0f 05 (syscall) in the
+// vDSO, or failing that in another executable mapping: an injected
+// system call runs there while other threads run, instead of at the
+// thread's pc, where they could meet it. 0 when there is none.
+func findSyscallGadget(pid int, read func(uint64, []byte) (int, error)) uint64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	type span struct{ lo, hi uint64 }
+	var vdso, other []span
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 2 || !strings.Contains(fields[1], "x") {
+			continue
+		}
+		lo, hi, ok := strings.Cut(fields[0], "-")
+		if !ok {
+			continue
+		}
+		a, err1 := strconv.ParseUint(lo, 16, 64)
+		b, err2 := strconv.ParseUint(hi, 16, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		if len(fields) >= 6 && fields[5] == "[vdso]" {
+			vdso = append(vdso, span{a, b})
+		} else if len(fields) >= 6 && fields[5] != "[vsyscall]" {
+			other = append(other, span{a, b})
+		}
+	}
+	for _, s := range append(vdso, other...) {
+		buf := make([]byte, min(s.hi-s.lo, 1<<20))
+		n, _ := read(s.lo, buf)
+		if i := bytes.Index(buf[:n], []byte{0x0f, 0x05}); i >= 0 {
+			return s.lo + uint64(i)
+		}
+	}
+	return 0
+}
+
+// patchingLive reports whether a code patch made now goes through the
+// live protocol: some thread runs and the protocol is available.
+func (p *Process) patchingLive() bool {
+	return !p.live.flushing && p.anyRunning() && p.liveCapable()
+}
+
+// queueLive queues a patch of addr from old to new bytes for flushLive.
+// A patch of the same bytes queued earlier (put in and taken out again
+// before the flush) is merged with it.
+func (p *Process) queueLive(addr uint64, old, new []byte) {
+	for i, lp := range p.live.queue {
+		if lp.addr != addr || len(lp.new) != len(new) {
+			continue
+		}
+		p.live.queue = append(p.live.queue[:i], p.live.queue[i+1:]...)
+		if !bytes.Equal(lp.old, new) {
+			p.queueLive(addr, lp.old, new)
+		}
+		return
+	}
+	p.live.queue = append(p.live.queue, livePatch{addr, append([]byte(nil), old...), append([]byte(nil), new...)})
+}
+
+// overlayLive applies the queued patches to buf, read from addr.
+func (p *Process) overlayLive(addr uint64, buf []byte) {
+	for _, lp := range p.live.queue {
+		applyWrite(addr, buf, memWrite{lp.addr, lp.new})
+	}
+}
+
+// RelocatePCsLive is RelocatePCs for a caller whose patches are queued
+// while threads run: the stopped threads are offered to f now, the
+// running ones during the next flush of live patches, once no thread can
+// enter the patched bytes any more (each stopped a moment for that).
+func (p *Process) RelocatePCsLive(f func(tid int, pc uint64) (uint64, bool)) error {
+	return p.do(func() error {
+		if p.exitEvent != nil {
+			return ErrExited
+		}
+		if err := p.relocateStopped(f); err != nil {
+			return err
+		}
+		if !p.anyRunning() {
+			return nil
+		}
+		if !p.liveCapable() {
+			return fmt.Errorf("relocating pcs: %w", ErrRunning)
+		}
+		p.live.relocs = append(p.live.relocs, f)
+		if p.writeBatch == 0 && len(p.live.queue) > 0 {
+			return p.flushLive()
+		}
+		return nil
+	})
+}
+
+// ThreadsRunning reports whether some thread of the process may be
+// executing.
+func (p *Process) ThreadsRunning() bool {
+	running := false
+	_ = p.do(func() error {
+		running = p.anyRunning()
+		return nil
+	})
+	return running
+}
+
+// StoppedPCs returns the pcs of the threads that are stopped.
+func (p *Process) StoppedPCs() []uint64 {
+	var pcs []uint64
+	_ = p.do(func() error {
+		for _, tid := range p.sortedTids() {
+			if t := p.threads[tid]; t.stopped && !t.zombie {
+				if pc, err := getPC(tid); err == nil {
+					pcs = append(pcs, pc)
+				}
+			}
+		}
+		return nil
+	})
+	return pcs
+}
+
+// AllPCs returns every thread's pc, stopping the running ones one at a
+// time for the moment it takes to read it (patching live only).
+func (p *Process) AllPCs() ([]uint64, error) {
+	var pcs []uint64
+	err := p.do(func() error {
+		if p.exitEvent != nil {
+			return ErrExited
+		}
+		if p.anyRunning() && !p.liveCapable() {
+			return fmt.Errorf("reading pcs: %w", ErrRunning)
+		}
+		return p.relocateAll(func(_ int, pc uint64) (uint64, bool) {
+			pcs = append(pcs, pc)
+			return 0, false
+		})
+	})
+	return pcs, err
+}
+
+// relocateStopped moves the stopped threads f maps.
+func (p *Process) relocateStopped(f func(tid int, pc uint64) (uint64, bool)) error {
+	for _, tid := range p.sortedTids() {
+		t := p.threads[tid]
+		if t.zombie || !t.stopped {
+			continue
+		}
+		if err := p.relocateThread(t, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// relocateThread offers stopped thread t's pc to f and moves it.
+func (p *Process) relocateThread(t *thread, f func(tid int, pc uint64) (uint64, bool)) error {
+	pc, err := getPC(t.tid)
+	if err != nil {
+		return fmt.Errorf("relocating pcs: thread %d: %w", t.tid, err)
+	}
+	newPC, ok := f(t.tid, pc)
+	if !ok || newPC == pc {
+		return nil
+	}
+	if err := setPC(t.tid, newPC); err != nil {
+		return fmt.Errorf("relocating pcs: thread %d to %#x: %w", t.tid, newPC, err)
+	}
+	t.stopPC, t.hookedAt, t.hookDoneAt = 0, 0, 0
+	p.live.stats.Moved++
+	return nil
+}
+
+// flushLive writes the queued patches with the protocol above.
+func (p *Process) flushLive() error {
+	if p.live.flushing || len(p.live.queue) == 0 {
+		return nil
+	}
+	q, relocs := p.live.queue, p.live.relocs
+	p.live.queue, p.live.relocs = nil, nil
+	if !p.anyRunning() {
+		// Every thread stopped meanwhile: plain writes.
+		var first error
+		for _, lp := range q {
+			first = cmp(first, p.writeNow(lp.addr, lp.new))
+		}
+		for _, f := range relocs {
+			first = cmp(first, p.relocateStopped(f))
+		}
+		return first
+	}
+	p.live.flushing = true
+	defer func() { p.live.flushing = false }()
+	p.live.flushStart, p.live.lastPoll = time.Now(), time.Now()
+	p.live.stats.Flushes++
+	p.live.stats.Patches += len(q)
+	if p.live.traps == nil {
+		p.live.traps, p.live.stale = map[uint64]uint64{}, map[uint64]bool{}
+	}
+	first := error(nil)
+	for _, lp := range q {
+		if lp.old[0] == breakpointInsn {
+			continue // an int3 of gdb's or ours is there already
+		}
+		p.live.traps[lp.addr] = liveTarget(lp)
+		first = cmp(first, p.writeNow(lp.addr, []byte{breakpointInsn}))
+	}
+	first = cmp(first, p.syncCores())
+	for _, f := range relocs {
+		first = cmp(first, p.relocateAll(f))
+	}
+	for _, lp := range q {
+		if len(lp.new) > 1 && !bytes.Equal(lp.old[1:], lp.new[1:]) {
+			first = cmp(first, p.writeNow(lp.addr+1, lp.new[1:]))
+		}
+	}
+	first = cmp(first, p.syncCores())
+	removing := false
+	for _, lp := range q {
+		first = cmp(first, p.writeNow(lp.addr, lp.new[:1]))
+		if _, ok := p.live.traps[lp.addr]; ok {
+			delete(p.live.traps, lp.addr)
+			p.markStale(lp.addr)
+		}
+		_, wasJump := jumpTarget(lp.addr, lp.old)
+		removing = removing || wasJump
+	}
+	if removing {
+		// No CPU may run a jump taken out any more: the caller is to
+		// reuse its target once no thread is inside (AllPCs).
+		first = cmp(first, p.syncCores())
+	}
+	p.pollLive(0)
+	p.releaseParked()
+	return first
+}
+
+// cmp keeps the first error.
+func cmp(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+// liveTarget is where a thread meeting lp's temporary int3 goes: the
+// target of the jump lp puts in, else of the jump it takes out, else 0.
+func liveTarget(lp livePatch) uint64 {
+	if to, ok := jumpTarget(lp.addr, lp.new); ok {
+		return to
+	}
+	if to, ok := jumpTarget(lp.addr, lp.old); ok {
+		return to
+	}
+	return 0
+}
+
+// jumpTarget decodes a jmp rel32 or rel8 at addr (after segment-override
+// prefixes, which patches use as padding) and returns its target.
+func jumpTarget(addr uint64, code []byte) (uint64, bool) {
+	i := 0
+	for i < len(code) && i < 4 && isSegmentPrefix(code[i]) {
+		i++
+	}
+	switch {
+	case i+5 <= len(code) && code[i] == 0xe9:
+		rel := int32(uint32(code[i+1]) | uint32(code[i+2])<<8 | uint32(code[i+3])<<16 | uint32(code[i+4])<<24)
+		return addr + uint64(i+5) + uint64(int64(rel)), true
+	case i+2 <= len(code) && code[i] == 0xeb:
+		return addr + uint64(i+2) + uint64(int64(int8(code[i+1]))), true
+	}
+	return 0, false
+}
+
+func isSegmentPrefix(b byte) bool {
+	switch b {
+	case 0x26, 0x2e, 0x36, 0x3e, 0x64, 0x65:
+		return true
+	}
+	return false
+}
+
+// liveTrap handles t, stopped by an int3 at pc-1 that a flush put there
+// (or took out): it sends the thread on and reports true, or false when
+// the int3 is not one of those.
+func (p *Process) liveTrap(t *thread, pc uint64) bool {
+	at := pc - breakpointPCAdjust
+	target, during := p.live.traps[at]
+	if !during && !p.live.stale[at] {
+		return false
+	}
+	if bp := p.swbps[at]; bp != nil && bp.inserted {
+		return false
+	}
+	var b [1]byte
+	if _, err := p.readNow(at, b[:]); err != nil {
+		return false
+	}
+	to := at // a stale copy of the code: run what is there now
+	switch {
+	case b[0] != breakpointInsn:
+	case during && target != 0 && !t.step:
+		to = target
+	case during:
+		// Wait for the bytes to be complete, back on the patch.
+		if err := setPC(t.tid, at); err != nil {
+			return false
+		}
+		p.live.parked = append(p.live.parked, t)
+		p.live.stats.Parked++
+		return true
+	default:
+		return false // an int3 that is really there
+	}
+	if err := setPC(t.tid, to); err != nil {
+		return false
+	}
+	p.live.stats.Redirected++
+	_ = p.rawResume(t, t.step, queuedSignal{})
+	return true
+}
+
+// markStale notes that an int3 at addr was taken out: a thread whose
+// stop there is collected later (it hit the int3 just before, or its CPU
+// still saw it) runs the instruction now there instead of reporting a
+// SIGTRAP nobody planted (liveTrap).
+func (p *Process) markStale(addr uint64) {
+	if p.live.stale == nil {
+		p.live.traps, p.live.stale = map[uint64]uint64{}, map[uint64]bool{}
+	}
+	p.live.stale[addr] = true
+}
+
+// releaseParked lets the threads parked during a flush run on.
+func (p *Process) releaseParked() {
+	parked := p.live.parked
+	p.live.parked = nil
+	for _, t := range parked {
+		p.noteHold(time.Since(p.live.flushStart))
+		if p.threads[t.tid] == t && t.stopped && !t.zombie && !p.hasPending(t.tid) {
+			_ = p.rawResume(t, t.step, queuedSignal{})
+		}
+	}
+}
+
+// pollLive collects the statuses available during a flush: a thread
+// stopped by one of the flush's int3s is sent on at once, the others are
+// stashed; the status of thread want, if it comes, is returned.
+func (p *Process) pollLive(want int) (unix.WaitStatus, bool) {
+	for {
+		wpid, ws, err := wait4(-1, unix.WNOHANG)
+		if err != nil || wpid <= 0 {
+			if p.live.flushing {
+				p.live.lastPoll = time.Now()
+			}
+			return 0, false
+		}
+		if wpid == want {
+			return ws, true
+		}
+		if p.isLiveTrapStatus(wpid, ws) {
+			p.handleStatus(wpid, ws)
+			if p.live.flushing {
+				p.noteHold(time.Since(p.live.lastPoll))
+			}
+			continue
+		}
+		p.live.stash = append(p.live.stash, stashedStatus{wpid, ws})
+	}
+}
+
+// isLiveTrapStatus reports whether ws is tid's stop at one of the
+// flush's int3s.
+func (p *Process) isLiveTrapStatus(tid int, ws unix.WaitStatus) bool {
+	if p.threads[tid] == nil || !ws.Stopped() || ws.StopSignal() != unix.SIGTRAP || ws.TrapCause() != 0 {
+		return false
+	}
+	pc, err := getPC(tid)
+	if err != nil {
+		return false
+	}
+	at := pc - breakpointPCAdjust
+	if bp := p.swbps[at]; bp != nil && bp.inserted {
+		return false
+	}
+	_, during := p.live.traps[at]
+	return during || p.live.stale[at]
+}
+
+// handleStashed handles the statuses a flush kept for later.
+func (p *Process) handleStashed() {
+	for len(p.live.stash) > 0 && !p.live.flushing {
+		s := p.live.stash[0]
+		p.live.stash = p.live.stash[1:]
+		p.handleStatus(s.tid, s.ws)
+	}
+}
+
+// stashed reports whether a status of tid waits in the stash.
+func (p *Process) stashed(tid int) bool {
+	for _, s := range p.live.stash {
+		if s.tid == tid {
+			return true
+		}
+	}
+	return false
+}
+
+// liveWaitLimit bounds the wait for a thread to stop for a flush.
+const liveWaitLimit = 2 * time.Second
+
+// waitLive waits for the next status of t while serving the flush's
+// int3s (pollLive).
+func (p *Process) waitLive(t *thread) (unix.WaitStatus, error) {
+	deadline := time.Now().Add(liveWaitLimit)
+	for spins := 0; ; spins++ {
+		if ws, ok := p.pollLive(t.tid); ok {
+			return ws, nil
+		}
+		if spins < 200 {
+			schedYield()
+			continue
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("thread %d did not stop", t.tid)
+		}
+		if st := threadState(p.pid, t.tid); st == 'Z' || st == 'X' {
+			return 0, fmt.Errorf("thread %d: %w", t.tid, ErrNoThread)
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+}
+
+// holdThread stops running thread t for the flush's own use. It returns
+// true when the thread stopped for it (release it with letGo) and false
+// when it stopped for an event of its own, stashed (it stays stopped
+// until that is handled).
+func (p *Process) holdThread(t *thread) (bool, error) {
+	if t.sigstopExpected {
+		return false, fmt.Errorf("thread %d: a stop is on its way already", t.tid)
+	}
+	if err := unix.Tgkill(p.pid, t.tid, unix.SIGSTOP); err != nil {
+		return false, fmt.Errorf("stopping thread %d: %w", t.tid, err)
+	}
+	t.sigstopExpected = true
+	ws, err := p.waitLive(t)
+	if err != nil {
+		return false, err
+	}
+	if ws.Stopped() && ws.StopSignal() == unix.SIGSTOP && !p.interruptPending(t) {
+		t.stopped, t.sigstopExpected = true, false
+		return true, nil
+	}
+	// Something else came first; our SIGSTOP is swallowed when it
+	// arrives (sigstopExpected).
+	p.live.stash = append(p.live.stash, stashedStatus{t.tid, ws})
+	if !ws.Stopped() {
+		return false, fmt.Errorf("thread %d: %w", t.tid, ErrNoThread)
+	}
+	return false, nil
+}
+
+// interruptPending reports whether Interrupt's SIGSTOP went to t.
+func (p *Process) interruptPending(t *thread) bool {
+	p.intrMu.Lock()
+	defer p.intrMu.Unlock()
+	return p.intrTid == t.tid
+}
+
+// letGo resumes a thread holdThread stopped, noting how long it was held.
+func (p *Process) letGo(t *thread, since time.Time) {
+	p.noteHold(time.Since(since))
+	_ = p.rawResume(t, t.step, queuedSignal{})
+}
+
+// noteHold records a thread's stop of d for patching live.
+func (p *Process) noteHold(d time.Duration) {
+	p.live.stats.LongestHold = max(p.live.stats.LongestHold, d)
+}
+
+// runningForLive lists the threads a flush may stop: running, with no
+// stop on its way and no stashed status.
+func (p *Process) runningForLive() []*thread {
+	var out []*thread
+	for _, tid := range p.sortedTids() {
+		t := p.threads[tid]
+		if !t.stopped && !t.zombie && !t.sigstopExpected && !p.stashed(tid) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// relocateAll offers every thread's pc to f, stopping the running ones
+// one at a time; a thread that stops for an event of its own meanwhile
+// is offered as it is.
+func (p *Process) relocateAll(f func(tid int, pc uint64) (uint64, bool)) error {
+	var first error
+	for _, tid := range p.sortedTids() {
+		t := p.threads[tid]
+		if t.zombie {
+			continue
+		}
+		if t.stopped || p.stashed(tid) {
+			first = cmp(first, p.relocateThread(t, f))
+			continue
+		}
+		if t.sigstopExpected {
+			// A stop is on its way: take that one.
+			ws, err := p.waitLive(t)
+			if err != nil {
+				first = cmp(first, err)
+				continue
+			}
+			p.live.stash = append(p.live.stash, stashedStatus{tid, ws})
+			if ws.Stopped() {
+				first = cmp(first, p.relocateThread(t, f))
+			}
+			continue
+		}
+		held, err := p.holdThread(t)
+		start := time.Now()
+		p.live.stats.Checked++
+		if err != nil {
+			if !errors.Is(err, ErrNoThread) {
+				first = cmp(first, err)
+			}
+			continue
+		}
+		first = cmp(first, p.relocateThread(t, f))
+		if held {
+			p.letGo(t, start)
+		}
+	}
+	return first
+}
+
+// withSyscallThread runs f with a stopped thread to inject system calls
+// into: a stopped one, else a running one stopped for the moment.
+func (p *Process) withSyscallThread(f func(t *thread) error) error {
+	t, err := p.anyStoppedThread()
+	if err == nil {
+		return f(t)
+	}
+	if p.exitEvent != nil || !p.liveCapable() {
+		return err
+	}
+	for _, c := range p.runningForLive() {
+		held, herr := p.holdThread(c)
+		if herr != nil || !held {
+			continue
+		}
+		start := time.Now()
+		err := f(c)
+		p.letGo(c, start)
+		return err
+	}
+	return err
+}
+
+// syncCores has every CPU running a thread of the process execute a
+// serialising instruction (membarrier SYNC_CORE, injected), so that
+// none runs code older than the writes made before.
+func (p *Process) syncCores() error {
+	return p.withSyscallThread(func(t *thread) error {
+		if !p.live.registered {
+			if err := p.membarrier(t, membarrierCmdRegisterPrivateExpeditedSyncCore); err != nil {
+				return fmt.Errorf("registering for SYNC_CORE membarriers: %w", err)
+			}
+			p.live.registered = true
+		}
+		if err := p.membarrier(t, membarrierCmdPrivateExpeditedSyncCore); err != nil {
+			return fmt.Errorf("membarrier SYNC_CORE: %w", err)
+		}
+		return nil
+	})
+}
+
+// membarrier makes stopped thread t call membarrier(cmd, 0, 0).
+func (p *Process) membarrier(t *thread, cmd uint64) error {
+	res, err := p.injectSyscall(t, unix.SYS_MEMBARRIER, cmd, 0, 0)
+	if err == nil && int64(res) < 0 {
+		err = unix.Errno(-int64(res))
+	}
+	return err
+}
+
+// forgetLive drops the live-patching state an exec made stale.
+func (p *Process) forgetLive() {
+	p.live = liveState{stash: p.live.stash, enabled: p.live.enabled}
+}
+
+// othersRunning reports whether a thread other than t may be executing.
+func (p *Process) othersRunning(t *thread) bool {
+	for _, o := range p.threads {
+		if o != t && !o.stopped && !o.zombie {
+			return true
+		}
+	}
+	return false
+}

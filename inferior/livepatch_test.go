@@ -1,0 +1,53 @@
+package inferior
+
+import (
+	"bytes"
+	"testing"
+)
+
+func TestJumpTarget(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		code []byte
+		want uint64
+		ok   bool
+	}{
+		{"jmp rel32 forward", []byte{0xe9, 0x10, 0, 0, 0}, 0x1000 + 5 + 0x10, true},
+		{"jmp rel32 backward", []byte{0xe9, 0xfb, 0xff, 0xff, 0xff}, 0x1000, true},
+		{"ds-padded jmp rel32", []byte{0x3e, 0x3e, 0xe9, 1, 0, 0, 0}, 0x1000 + 7 + 1, true},
+		{"jmp rel8 backward", []byte{0xeb, 0xfe}, 0x1000, true},
+		{"short rel32", []byte{0xe9, 1, 0}, 0, false},
+		{"not a jump", []byte{0x55, 0x48, 0x89, 0xe5}, 0, false},
+		{"operand-size prefix is not padding", []byte{0x66, 0xe9, 1, 0, 0, 0}, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := jumpTarget(0x1000, tc.code)
+			if ok != tc.ok || got != tc.want {
+				t.Errorf("jumpTarget(% x) = %#x, %v; want %#x, %v", tc.code, got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+// TestQueueLiveMerges checks that a patch put in and taken out before a
+// flush leaves nothing to write, and that a later change of queued
+// bytes keeps the bytes memory holds as the old ones.
+func TestQueueLiveMerges(t *testing.T) {
+	p := &Process{}
+	orig, jmp, other := []byte{1, 2, 3, 4, 5}, []byte{0xe9, 0, 0, 0, 0}, []byte{0xe9, 9, 9, 9, 9}
+	p.queueLive(0x1000, orig, jmp)
+	p.queueLive(0x1000, jmp, orig)
+	if len(p.live.queue) != 0 {
+		t.Fatalf("in and out again: %d patches queued, want 0", len(p.live.queue))
+	}
+	p.queueLive(0x1000, orig, jmp)
+	p.queueLive(0x1000, jmp, other)
+	if len(p.live.queue) != 1 || !bytes.Equal(p.live.queue[0].old, orig) || !bytes.Equal(p.live.queue[0].new, other) {
+		t.Fatalf("queue after two changes: %+v", p.live.queue)
+	}
+	buf := make([]byte, 3)
+	p.overlayLive(0x1003, buf)
+	if !bytes.Equal(buf, []byte{9, 9, 0}) {
+		t.Errorf("reads see % x, want 09 09 00", buf)
+	}
+}
