@@ -34,14 +34,15 @@ func nonStopSessionAt(t *testing.T, prog string, flags []string, at string) (*mi
 }
 
 // TestNonStopTraceWhileRunning is issue 11's stress test in non-stop
-// mode: testdata/stress8.c's eight threads never stop (gdb keeps only
-// the main thread stopped) while its three fast tracepoints — a jump
-// over two instructions, a 1-byte push at an entry, a lone ret — are
-// inserted (tstart) and removed (tstop) again and again. Every cycle's
-// saved trace must be consistent, as in TestFastTraceStressEightThreads;
-// the program checks its own arithmetic and must still run at the end,
-// its eight threads running all along. The stub logs how long each
-// packet paused the threads (--timing); the longest pause is reported.
+// mode: testdata/stress8.c's eight threads never stop while its three
+// fast tracepoints — a jump over two instructions, a 1-byte push at an
+// entry, a lone ret — are inserted (tstart) and removed (tstop) again and
+// again. Every cycle's saved trace must be consistent, as in
+// TestFastTraceStressEightThreads; the program checks its own arithmetic
+// and must still run at the end, its threads running all along. The stub
+// logs (--timing) how long each packet stopped threads: with live
+// patching (the default), the longest stop of any one thread; with
+// --no-live-patch, how long every thread was paused.
 func TestNonStopTraceWhileRunning(t *testing.T) {
 	requireTools(t)
 	if isGdbserver(stubPath(t)) {
@@ -51,26 +52,28 @@ func TestNonStopTraceWhileRunning(t *testing.T) {
 	for _, c := range []struct {
 		name, shapes string // --ftrace-shapes
 		mainRuns     bool   // main runs too (in pthread_join): no thread is stopped
-		live         bool   // --live-patch
+		live         bool   // patching with the threads running (else --no-live-patch)
 		want         []string
 	}{
 		// The stub's choice (jumps that keep their successors' bytes),
-		// the main thread stopped by gdb, every thread paused for
-		// tstart and tstop.
-		{"default", "all", false, false, []string{"successor-preserving jump over 3 bytes"}},
-		// The same with --live-patch: the jumps go in and out with the
-		// eight threads running (the system calls the stub needs run
-		// in the main thread, stopped by gdb).
+		// gdb keeping the main thread stopped: the jumps go in and out
+		// with the eight threads running, the system calls the stub
+		// needs made by the main thread.
 		{"live", "all", false, true, []string{"successor-preserving jump over 3 bytes"}},
 		// Punned jumps over several instructions (int3s at the covered
-		// heads), a trap at the ret, and every thread running until
-		// the pause.
-		{"int3 puns, all running", "plain,int3", true, false, []string{"punned jump over 6 bytes (2 instructions)", "trap instead of a jump"}},
+		// heads: threads found inside are moved), a trap at the ret, and
+		// every thread running: the stub's system calls run in a thread
+		// stopped for that moment.
+		{"int3 puns, all running, live", "plain,int3", true, true, []string{"punned jump over 6 bytes (2 instructions)", "trap instead of a jump"}},
+		// Both with --no-live-patch: every thread paused for tstart
+		// and tstop.
+		{"paused", "all", false, false, []string{"successor-preserving jump over 3 bytes"}},
+		{"int3 puns, all running, paused", "plain,int3", true, false, []string{"punned jump over 6 bytes (2 instructions)", "trap instead of a jump"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			flags := []string{"--once", "--timing", "--debug", "--ftrace-shapes=" + c.shapes}
-			if c.live {
-				flags = append(flags, "--live-patch")
+			if !c.live {
+				flags = append(flags, "--no-live-patch")
 			}
 			nonStopCycles(t, prog, flags, c.mainRuns, c.want)
 		})

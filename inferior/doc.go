@@ -54,8 +54,9 @@
 //
 // # Patching code while threads run (livepatch.go)
 //
-// With SetLivePatching(true) (gotpstub --live-patch), code patches made
-// while threads run go through a text_poke_bp-style protocol instead:
+// With SetLivePatching(true) (gotpstub's default; --no-live-patch turns
+// it off), code patches made while threads run go through a
+// text_poke_bp-style protocol:
 // an int3 over each patch's first byte, every CPU running the process
 // serialised (membarrier MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE,
 // injected into a stopped thread — or a running one stopped for that
@@ -66,10 +67,14 @@
 // when jumps were taken out). A thread that meets one of the int3s
 // meanwhile continues at the target of the jump being put in (or taken
 // out); one that reports an int3 already taken out (a trap tracepoint's,
-// a breakpoint's, the protocol's) runs the instruction now there. Other
-// threads' statuses collected during a flush are handled after it.
-// LiveStats counts what it did and the longest stop of a thread for it.
-// Off (the default), the caller pauses every thread (Pause).
+// a breakpoint's, the protocol's) runs the instruction now there. The
+// running threads checked for covered bytes (and AllPCs's) are sent a
+// SIGSTOP together and each resumed as soon as its pc is read. Other
+// threads' statuses collected during a flush are handled after it (a
+// thread stopped by an int3 is never moved meanwhile: its pc is past
+// the int3). LiveStats counts what it did and the longest stop of a
+// thread for it. Off, or without SYNC_CORE membarriers (CanPatchLive),
+// the caller pauses every thread (Pause).
 //
 // # Signals gdb passes silently
 //

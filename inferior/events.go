@@ -1000,6 +1000,12 @@ func schedYield() { _, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 // reported only once every other thread has been reaped, so while it
 // exits the other threads' exits are collected meanwhile.
 func (p *Process) waitThread(t *thread) (unix.WaitStatus, error) {
+	if p.live.flushing || p.nonStop && p.live.enabled && t.tid == p.pid && p.othersRunning(t) {
+		// Threads meeting a flush's int3s are sent on meanwhile, and
+		// the leader is not polled with yields that cost the stub a
+		// time slice each while the other threads keep the CPUs busy.
+		return p.waitLive(t)
+	}
 	if t.tid != p.pid || len(p.threads) == 1 {
 		_, ws, err := wait4(t.tid, 0)
 		return ws, err

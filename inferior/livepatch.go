@@ -527,16 +527,22 @@ func (p *Process) releaseParked() {
 // stopped by one of the flush's int3s is sent on at once, the others are
 // stashed; the status of thread want, if it comes, is returned.
 func (p *Process) pollLive(want int) (unix.WaitStatus, bool) {
+	_, ws, ok := p.pollLiveAny(map[int]bool{want: true})
+	return ws, ok
+}
+
+// pollLiveAny is pollLive for any of the threads in want.
+func (p *Process) pollLiveAny(want map[int]bool) (int, unix.WaitStatus, bool) {
 	for {
 		wpid, ws, err := wait4(-1, unix.WNOHANG)
 		if err != nil || wpid <= 0 {
 			if p.live.flushing {
 				p.live.lastPoll = time.Now()
 			}
-			return 0, false
+			return 0, 0, false
 		}
-		if wpid == want {
-			return ws, true
+		if _, ok := want[wpid]; ok {
+			return wpid, ws, true
 		}
 		if p.isLiveTrapStatus(wpid, ws) {
 			p.handleStatus(wpid, ws)
@@ -578,12 +584,25 @@ func (p *Process) handleStashed() {
 
 // stashed reports whether a status of tid waits in the stash.
 func (p *Process) stashed(tid int) bool {
+	_, ok := p.stashedStatus(tid)
+	return ok
+}
+
+// stashedStatus returns the status of tid waiting in the stash.
+func (p *Process) stashedStatus(tid int) (unix.WaitStatus, bool) {
 	for _, s := range p.live.stash {
 		if s.tid == tid {
-			return true
+			return s.ws, true
 		}
 	}
-	return false
+	return 0, false
+}
+
+// stoppedAtTrap reports whether ws is a SIGTRAP stop that is no
+// PTRACE_EVENT or syscall stop: an int3 or a single-step, after which
+// the pc is not where the thread is to go on.
+func stoppedAtTrap(ws unix.WaitStatus) bool {
+	return ws.Stopped() && ws.StopSignal() == unix.SIGTRAP && ws.TrapCause() == 0
 }
 
 // liveWaitLimit bounds the wait for a thread to stop for a flush.
@@ -592,14 +611,12 @@ const liveWaitLimit = 2 * time.Second
 // waitLive waits for the next status of t while serving the flush's
 // int3s (pollLive).
 func (p *Process) waitLive(t *thread) (unix.WaitStatus, error) {
+	// Sleep until SIGCHLD rather than yield: with the program's threads
+	// busy on every CPU, a yield can cost the stub a whole time slice.
 	deadline := time.Now().Add(liveWaitLimit)
-	for spins := 0; ; spins++ {
+	for {
 		if ws, ok := p.pollLive(t.tid); ok {
 			return ws, nil
-		}
-		if spins < 200 {
-			schedYield()
-			continue
 		}
 		if time.Now().After(deadline) {
 			return 0, fmt.Errorf("thread %d did not stop", t.tid)
@@ -607,7 +624,10 @@ func (p *Process) waitLive(t *thread) (unix.WaitStatus, error) {
 		if st := threadState(p.pid, t.tid); st == 'Z' || st == 'X' {
 			return 0, fmt.Errorf("thread %d: %w", t.tid, ErrNoThread)
 		}
-		time.Sleep(20 * time.Microsecond)
+		select {
+		case <-p.sigchld:
+		case <-time.After(time.Millisecond):
+		}
 	}
 }
 
@@ -633,12 +653,20 @@ func (p *Process) holdThread(t *thread) (bool, error) {
 	}
 	// Something else came first; our SIGSTOP is swallowed when it
 	// arrives (sigstopExpected).
+	if p.isLiveTrapStatus(t.tid, ws) {
+		p.handleStatus(t.tid, ws)
+		return false, errSentOn
+	}
 	p.live.stash = append(p.live.stash, stashedStatus{t.tid, ws})
 	if !ws.Stopped() {
 		return false, fmt.Errorf("thread %d: %w", t.tid, ErrNoThread)
 	}
 	return false, nil
 }
+
+// errSentOn: the thread holdThread meant to stop met one of the flush's
+// int3s first and was sent on, past the patched bytes.
+var errSentOn = errors.New("sent on from a patch's int3")
 
 // interruptPending reports whether Interrupt's SIGSTOP went to t.
 func (p *Process) interruptPending(t *thread) bool {
@@ -671,48 +699,87 @@ func (p *Process) runningForLive() []*thread {
 	return out
 }
 
-// relocateAll offers every thread's pc to f, stopping the running ones
-// one at a time; a thread that stops for an event of its own meanwhile
-// is offered as it is.
+// relocateAll offers every thread's pc to f. The running ones are sent
+// a SIGSTOP all at once and each is resumed as soon as its pc is
+// checked (so that the whole check takes the slowest thread's time to
+// stop, not the sum); a thread that stops for an event of its own
+// meanwhile is offered as it is.
 func (p *Process) relocateAll(f func(tid int, pc uint64) (uint64, bool)) error {
 	var first error
+	waiting := map[int]bool{} // tid → the SIGSTOP on its way is ours
 	for _, tid := range p.sortedTids() {
 		t := p.threads[tid]
-		if t.zombie {
-			continue
-		}
-		if t.stopped || p.stashed(tid) {
+		switch ws, stashed := p.stashedStatus(tid); {
+		case t.zombie:
+		case t.stopped:
 			first = cmp(first, p.relocateThread(t, f))
-			continue
-		}
-		if t.sigstopExpected {
-			// A stop is on its way: take that one.
-			ws, err := p.waitLive(t)
-			if err != nil {
-				first = cmp(first, err)
-				continue
-			}
-			p.live.stash = append(p.live.stash, stashedStatus{tid, ws})
-			if ws.Stopped() {
+		case stashed:
+			// A thread stopped by an int3 has its pc past it: what
+			// handles the stop (a hook) moves it.
+			if !stoppedAtTrap(ws) {
 				first = cmp(first, p.relocateThread(t, f))
 			}
-			continue
+		case t.sigstopExpected:
+			waiting[tid] = false // a stop is on its way: take that one
+		default:
+			if err := unix.Tgkill(p.pid, tid, unix.SIGSTOP); err != nil {
+				continue // gone
+			}
+			t.sigstopExpected = true
+			waiting[tid] = true
 		}
-		held, err := p.holdThread(t)
-		start := time.Now()
-		p.live.stats.Checked++
-		if err != nil {
-			if !errors.Is(err, ErrNoThread) {
-				first = cmp(first, err)
+	}
+	deadline := time.Now().Add(liveWaitLimit)
+	for len(waiting) > 0 {
+		tid, ws, ok := p.pollLiveAny(waiting)
+		if !ok {
+			if time.Now().After(deadline) {
+				return cmp(first, fmt.Errorf("%d threads did not stop", len(waiting)))
+			}
+			p.dropGoneThreads(waiting)
+			select {
+			case <-p.sigchld:
+			case <-time.After(time.Millisecond):
 			}
 			continue
 		}
-		first = cmp(first, p.relocateThread(t, f))
-		if held {
-			p.letGo(t, start)
-		}
+		ours := waiting[tid]
+		delete(waiting, tid)
+		first = cmp(first, p.checkStopped(p.threads[tid], ws, ours, f))
 	}
 	return first
+}
+
+// checkStopped handles the status ws of t, which relocateAll stopped
+// (ours) or was waiting for: t's pc is offered to f and, if the stop is
+// ours, t resumed at once.
+func (p *Process) checkStopped(t *thread, ws unix.WaitStatus, ours bool, f func(tid int, pc uint64) (uint64, bool)) error {
+	if ours && ws.Stopped() && ws.StopSignal() == unix.SIGSTOP && !p.interruptPending(t) {
+		start := time.Now()
+		t.stopped, t.sigstopExpected = true, false
+		p.live.stats.Checked++
+		err := p.relocateThread(t, f)
+		p.letGo(t, start)
+		return err
+	}
+	if p.isLiveTrapStatus(t.tid, ws) {
+		p.handleStatus(t.tid, ws) // sent on, past the patched bytes
+		return nil
+	}
+	p.live.stash = append(p.live.stash, stashedStatus{t.tid, ws})
+	if ws.Stopped() && !stoppedAtTrap(ws) {
+		return p.relocateThread(t, f)
+	}
+	return nil
+}
+
+// dropGoneThreads forgets, in waiting, the threads that exited.
+func (p *Process) dropGoneThreads(waiting map[int]bool) {
+	for tid := range waiting {
+		if st := threadState(p.pid, tid); st == 'Z' || st == 'X' {
+			delete(waiting, tid)
+		}
+	}
 }
 
 // withSyscallThread runs f with a stopped thread to inject system calls
