@@ -3,7 +3,6 @@ package inferior
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -632,41 +631,41 @@ func (p *Process) waitLive(t *thread) (unix.WaitStatus, error) {
 }
 
 // holdThread stops running thread t for the flush's own use. It returns
-// true when the thread stopped for it (release it with letGo) and false
-// when it stopped for an event of its own, stashed (it stays stopped
-// until that is handled).
-func (p *Process) holdThread(t *thread) (bool, error) {
+// true when the thread stopped for it (release it with letGo) — atTrap
+// when it stopped at one of the flush's int3s first, which letGo then
+// sends it on from — and false when it stopped for an event of its own,
+// stashed (it stays stopped until that is handled).
+func (p *Process) holdThread(t *thread) (held, atTrap bool, err error) {
 	if t.sigstopExpected {
-		return false, fmt.Errorf("thread %d: a stop is on its way already", t.tid)
+		return false, false, fmt.Errorf("thread %d: a stop is on its way already", t.tid)
 	}
 	if err := unix.Tgkill(p.pid, t.tid, unix.SIGSTOP); err != nil {
-		return false, fmt.Errorf("stopping thread %d: %w", t.tid, err)
+		return false, false, fmt.Errorf("stopping thread %d: %w", t.tid, err)
 	}
 	t.sigstopExpected = true
 	ws, err := p.waitLive(t)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
 	if ws.Stopped() && ws.StopSignal() == unix.SIGSTOP && !p.interruptPending(t) {
 		t.stopped, t.sigstopExpected = true, false
-		return true, nil
+		return true, false, nil
 	}
 	// Something else came first; our SIGSTOP is swallowed when it
 	// arrives (sigstopExpected).
 	if p.isLiveTrapStatus(t.tid, ws) {
-		p.handleStatus(t.tid, ws)
-		return false, errSentOn
+		// Stopped all the same (threads running through the patched
+		// code all meet the int3 before their SIGSTOP).
+		t.stopped = true
+		p.noteStopKind(t, false)
+		return true, true, nil
 	}
 	p.live.stash = append(p.live.stash, stashedStatus{t.tid, ws})
 	if !ws.Stopped() {
-		return false, fmt.Errorf("thread %d: %w", t.tid, ErrNoThread)
+		return false, false, fmt.Errorf("thread %d: %w", t.tid, ErrNoThread)
 	}
-	return false, nil
+	return false, false, nil
 }
-
-// errSentOn: the thread holdThread meant to stop met one of the flush's
-// int3s first and was sent on, past the patched bytes.
-var errSentOn = errors.New("sent on from a patch's int3")
 
 // interruptPending reports whether Interrupt's SIGSTOP went to t.
 func (p *Process) interruptPending(t *thread) bool {
@@ -675,9 +674,15 @@ func (p *Process) interruptPending(t *thread) bool {
 	return p.intrTid == t.tid
 }
 
-// letGo resumes a thread holdThread stopped, noting how long it was held.
-func (p *Process) letGo(t *thread, since time.Time) {
+// letGo resumes a thread holdThread stopped (atTrap: at one of the
+// flush's int3s, from which it is sent on), noting how long it was held.
+func (p *Process) letGo(t *thread, since time.Time, atTrap bool) {
 	p.noteHold(time.Since(since))
+	if atTrap {
+		if pc, err := getPC(t.tid); err == nil && p.liveTrap(t, pc) {
+			return
+		}
+	}
 	_ = p.rawResume(t, t.step, queuedSignal{})
 }
 
@@ -759,7 +764,7 @@ func (p *Process) checkStopped(t *thread, ws unix.WaitStatus, ours bool, f func(
 		t.stopped, t.sigstopExpected = true, false
 		p.live.stats.Checked++
 		err := p.relocateThread(t, f)
-		p.letGo(t, start)
+		p.letGo(t, start, false)
 		return err
 	}
 	if p.isLiveTrapStatus(t.tid, ws) {
@@ -793,13 +798,13 @@ func (p *Process) withSyscallThread(f func(t *thread) error) error {
 		return err
 	}
 	for _, c := range p.runningForLive() {
-		held, herr := p.holdThread(c)
+		held, atTrap, herr := p.holdThread(c)
 		if herr != nil || !held {
 			continue
 		}
 		start := time.Now()
 		err := f(c)
-		p.letGo(c, start)
+		p.letGo(c, start, atTrap)
 		return err
 	}
 	return err

@@ -125,6 +125,22 @@ static void *tp_worker(void *arg) {
 
 static volatile long spins;
 
+/* nop5site holds a 5-byte nop at the global label nop5_at, which
+ * TestLivePatchWhileRunning patches while four threads run through it:
+ * a torn instruction there would crash the program. */
+__attribute__((noinline)) void nop5site(void) {
+	__asm__ volatile(".globl nop5_at\nnop5_at:\n.byte 0x0f, 0x1f, 0x44, 0x00, 0x00");
+}
+
+static void *nop5_spinner(void *arg) {
+	(void)arg;
+	for (;;) {
+		nop5site();
+		__atomic_fetch_add(&counter, 1, __ATOMIC_SEQ_CST);
+	}
+	return NULL;
+}
+
 static void *spinner(void *arg) {
 	(void)arg;
 	for (;;) {
@@ -266,6 +282,13 @@ int main(int argc, char **argv) {
 			counter++;
 			usleep(1000);
 		}
+	}
+	if (strcmp(mode, "livepatch") == 0) {
+		pthread_t t[4];
+		for (long i = 0; i < 4; i++) {
+			pthread_create(&t[i], NULL, nop5_spinner, NULL);
+		}
+		nop5_spinner(NULL);
 	}
 	if (strcmp(mode, "spin") == 0) {
 		for (;;) {
