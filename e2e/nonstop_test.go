@@ -169,3 +169,48 @@ func pauseSummary(t *testing.T, log string, cycles int) string {
 	slices.Sort(out)
 	return strings.Join(out, "; ")
 }
+
+// TestNonStopBreakpointInTracedJump: in non-stop mode with a trace
+// running and eight threads through its jumps, gdb puts a breakpoint on
+// the instruction after site3, whose bytes site3's jump keeps (its
+// footprint): the jump becomes a trap, with the threads running
+// (live patching), so the breakpoint is hit and reported for one
+// thread; deleted, the jump comes back. The trace stays consistent and
+// every other thread keeps running.
+func TestNonStopBreakpointInTracedJump(t *testing.T) {
+	requireTools(t)
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gdbserver needs its in-process agent library for ftrace")
+	}
+	prog := buildProgram(t, "stress8")
+	g, _ := nonStopSessionAt(t, prog, []string{"--once"}, "ready")
+	site3, entry1, leaf := stressTracepoints(t, g)
+	g.mustDo("tstart")
+	time.Sleep(20 * time.Millisecond)
+	g.mustDo("break *site3+3")
+	stop, ok := g.waitStopped(10 * time.Second)
+	if !ok || !strings.Contains(stop, `reason="breakpoint-hit"`) || !strings.Contains(stop, `addr="0x`) {
+		t.Fatalf("no breakpoint hit inside the traced jump: %q", stop)
+	}
+	g.mustDo("delete")
+	// Other threads may have hit the breakpoint too before it went:
+	// every stopped thread runs on.
+	for range 3 {
+		g.do("-exec-continue --all")
+		time.Sleep(20 * time.Millisecond)
+	}
+	status := g.mustDo("tstop") + g.mustDo("tstatus")
+	tf := filepath.Join(t.TempDir(), "bp.tf")
+	g.mustDo("tsave -r " + tf)
+	var stats stressStats
+	stats.check(t, 0, tf, droppedHits(status), site3, entry1, leaf)
+	if stats.site3Frames == 0 {
+		t.Error("no site3 frames")
+	}
+	threads := g.mustDo("info threads")
+	// The main thread too: -exec-continue --all resumed it.
+	if n := strings.Count(threads, "(running)"); n != stressThreads+1 {
+		t.Errorf("%d threads running at the end, want %d:\n%s", n, stressThreads+1, threads)
+	}
+	fmt.Fprint(g.stdin, "-gdb-exit\n")
+}

@@ -673,11 +673,14 @@ func (in *Installer) convertToTrapFor(s *jumpSite, why string) error {
 	in.mu.Lock()
 	in.dropSiteLocked(s.tp)
 	in.mu.Unlock()
-	if err := in.unpatch(s); err != nil {
-		return err
-	}
+	// The trap first: where the jump starts at the tracepoint and
+	// threads run, its int3 goes in as the jump comes out, in one
+	// change (inferior's insertSoftware), so no hit is lost between.
 	if err := in.traps.Install(s.tp); err != nil {
 		return fmt.Errorf("fast tracepoint %d at %#x: replacing the jump by a trap: %w", s.tp.Num, s.tp.Addr, err)
+	}
+	if err := in.unpatch(s); err != nil {
+		return err
 	}
 	in.mu.Lock()
 	in.viaTrap[s.tp] = why

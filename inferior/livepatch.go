@@ -72,6 +72,13 @@ type liveState struct {
 	registered bool
 	gadget     uint64
 	enabled    bool // SetLivePatching
+	// held are the int3s asked for at the start of a patch while
+	// threads run, which go in when it comes out (insertSoftware);
+	// arming those whose patch is coming out: in memory once the flush
+	// writes the first bytes.
+	held   map[*swBreakpoint]bool
+	arming []*swBreakpoint
+	execs  int // execs seen (forgetLive)
 
 	stats LiveStats
 }
@@ -124,8 +131,8 @@ func kernelSyncCore() bool {
 // are made while threads run, without stopping the others: live
 // patching is on (SetLivePatching), the kernel has SYNC_CORE
 // membarriers and the process has a syscall instruction to run them
-// with. Otherwise the caller must stop every
-// thread (Pause) around such changes.
+// with. Otherwise the caller must stop every thread (Pause) around such
+// changes.
 func (p *Process) CanPatchLive() bool {
 	ok := false
 	_ = p.do(func() error {
@@ -299,8 +306,8 @@ func (p *Process) StoppedPCs() []uint64 {
 	return pcs
 }
 
-// AllPCs returns every thread's pc, stopping the running ones one at a
-// time for the moment it takes to read it (patching live only).
+// AllPCs returns every thread's pc, the running ones stopped together
+// and each resumed as soon as its pc is read (patching live only).
 func (p *Process) AllPCs() ([]uint64, error) {
 	var pcs []uint64
 	err := p.do(func() error {
@@ -361,10 +368,14 @@ func (p *Process) flushLive() error {
 		// Every thread stopped meanwhile: plain writes.
 		var first error
 		for _, lp := range q {
-			first = cmp(first, p.writeNow(lp.addr, lp.new))
+			first = firstErr(first, p.writeNow(lp.addr, lp.new))
 		}
+		for _, bp := range p.live.arming {
+			bp.inserted = true
+		}
+		p.live.arming = nil
 		for _, f := range relocs {
-			first = cmp(first, p.relocateStopped(f))
+			first = firstErr(first, p.relocateStopped(f))
 		}
 		return first
 	}
@@ -377,26 +388,35 @@ func (p *Process) flushLive() error {
 		p.live.traps, p.live.stale = map[uint64]uint64{}, map[uint64]bool{}
 	}
 	first := error(nil)
+	// An exec during the flush (by a thread stepped for membarrier)
+	// replaced the memory: nothing more may be written there.
+	gen := p.live.execs
+	write := func(addr uint64, b []byte) error {
+		if p.live.execs != gen {
+			return ErrExited
+		}
+		return p.writeNow(addr, b)
+	}
 	for _, lp := range q {
 		if lp.old[0] == breakpointInsn {
 			continue // an int3 of gdb's or ours is there already
 		}
 		p.live.traps[lp.addr] = liveTarget(lp)
-		first = cmp(first, p.writeNow(lp.addr, []byte{breakpointInsn}))
+		first = firstErr(first, write(lp.addr, []byte{breakpointInsn}))
 	}
-	first = cmp(first, p.syncCores())
+	first = firstErr(first, p.syncCores())
 	for _, f := range relocs {
-		first = cmp(first, p.relocateAll(f))
+		first = firstErr(first, p.relocateAll(f))
 	}
 	for _, lp := range q {
 		if len(lp.new) > 1 && !bytes.Equal(lp.old[1:], lp.new[1:]) {
-			first = cmp(first, p.writeNow(lp.addr+1, lp.new[1:]))
+			first = firstErr(first, write(lp.addr+1, lp.new[1:]))
 		}
 	}
-	first = cmp(first, p.syncCores())
+	first = firstErr(first, p.syncCores())
 	removing := false
 	for _, lp := range q {
-		first = cmp(first, p.writeNow(lp.addr, lp.new[:1]))
+		first = firstErr(first, write(lp.addr, lp.new[:1]))
 		if _, ok := p.live.traps[lp.addr]; ok {
 			delete(p.live.traps, lp.addr)
 			p.markStale(lp.addr)
@@ -404,18 +424,22 @@ func (p *Process) flushLive() error {
 		_, wasJump := jumpTarget(lp.addr, lp.old)
 		removing = removing || wasJump
 	}
+	for _, bp := range p.live.arming {
+		bp.inserted = true
+	}
+	p.live.arming = nil
 	if removing {
 		// No CPU may run a jump taken out any more: the caller is to
 		// reuse its target once no thread is inside (AllPCs).
-		first = cmp(first, p.syncCores())
+		first = firstErr(first, p.syncCores())
 	}
 	p.pollLive(0)
 	p.releaseParked()
 	return first
 }
 
-// cmp keeps the first error.
-func cmp(first, err error) error {
+// firstErr keeps the first error.
+func firstErr(first, err error) error {
 	if first != nil {
 		return first
 	}
@@ -717,12 +741,12 @@ func (p *Process) relocateAll(f func(tid int, pc uint64) (uint64, bool)) error {
 		switch ws, stashed := p.stashedStatus(tid); {
 		case t.zombie:
 		case t.stopped:
-			first = cmp(first, p.relocateThread(t, f))
+			first = firstErr(first, p.relocateThread(t, f))
 		case stashed:
 			// A thread stopped by an int3 has its pc past it: what
 			// handles the stop (a hook) moves it.
 			if !stoppedAtTrap(ws) {
-				first = cmp(first, p.relocateThread(t, f))
+				first = firstErr(first, p.relocateThread(t, f))
 			}
 		case t.sigstopExpected:
 			waiting[tid] = false // a stop is on its way: take that one
@@ -739,7 +763,7 @@ func (p *Process) relocateAll(f func(tid int, pc uint64) (uint64, bool)) error {
 		tid, ws, ok := p.pollLiveAny(waiting)
 		if !ok {
 			if time.Now().After(deadline) {
-				return cmp(first, fmt.Errorf("%d threads did not stop", len(waiting)))
+				return firstErr(first, fmt.Errorf("%d threads did not stop", len(waiting)))
 			}
 			p.dropGoneThreads(waiting)
 			select {
@@ -750,7 +774,7 @@ func (p *Process) relocateAll(f func(tid int, pc uint64) (uint64, bool)) error {
 		}
 		ours := waiting[tid]
 		delete(waiting, tid)
-		first = cmp(first, p.checkStopped(p.threads[tid], ws, ours, f))
+		first = firstErr(first, p.checkStopped(p.threads[tid], ws, ours, f))
 	}
 	return first
 }
@@ -839,7 +863,7 @@ func (p *Process) membarrier(t *thread, cmd uint64) error {
 
 // forgetLive drops the live-patching state an exec made stale.
 func (p *Process) forgetLive() {
-	p.live = liveState{stash: p.live.stash, enabled: p.live.enabled}
+	p.live = liveState{stash: p.live.stash, enabled: p.live.enabled, flushing: p.live.flushing, execs: p.live.execs + 1}
 }
 
 // othersRunning reports whether a thread other than t may be executing.

@@ -181,6 +181,22 @@ func (p *Process) insertSoftware(addr uint64, internal bool) error {
 		return ErrExited
 	}
 	bp := p.swbps[addr]
+	if c := p.patches.byAddr[addr]; bp == nil && internal && c != nil && p.patchingLive() {
+		// An internal trap at the start of a patch threads may be
+		// running through (a tracepoint's, replacing its jump) goes
+		// in when the patch comes out, as the live
+		// protocol's last byte (removePatch): written over the patch
+		// now, it would break it, and written after, a thread could
+		// pass between the two (a tracepoint moving from a jump to a
+		// trap would lose hits).
+		bp = &swBreakpoint{addr: addr, orig: c.orig[0]}
+		p.swbps[addr] = bp
+		p.guardTrap(addr, bp.orig)
+		if p.live.held == nil {
+			p.live.held = map[*swBreakpoint]bool{}
+		}
+		p.live.held[bp] = true
+	}
 	if bp == nil {
 		var orig [1]byte
 		if _, err := p.readRaw(addr, orig[:]); err != nil {

@@ -188,7 +188,7 @@ func TestLivePatchWhileRunning(t *testing.T) {
 		t.Fatal("the threads stopped running")
 	}
 	var orig [5]byte
-	if _, err := p.readMemoryRaw(site, orig[:]); err != nil || orig != [5]byte{0x0f, 0x1f, 0x44, 0, 0} {
+	if _, err := p.readRawForTest(site, orig[:]); err != nil || orig != [5]byte{0x0f, 0x1f, 0x44, 0, 0} {
 		t.Errorf("bytes at the site after the rounds: % x (%v)", orig, err)
 	}
 	st := p.LiveStats()
@@ -205,15 +205,4 @@ func TestLivePatchWhileRunning(t *testing.T) {
 			t.Fatalf("event %+v, want a stop with signal 0", ev)
 		}
 	}
-}
-
-// readMemoryRaw reads memory as it is, int3s and patches included.
-func (p *Process) readMemoryRaw(addr uint64, buf []byte) (int, error) {
-	var n int
-	err := p.do(func() error {
-		var err error
-		n, err = p.readNow(addr, buf)
-		return err
-	})
-	return n, err
 }

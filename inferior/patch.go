@@ -200,10 +200,17 @@ func (p *Process) removePatch(addr uint64) error {
 		}
 	}
 	live := p.patchingLive()
+	if bp := p.swbps[addr]; live && bp != nil && !bp.inserted && p.live.held[bp] {
+		// The int3 held back by insertSoftware replaces the patch
+		// in the same change: its last byte (armed then).
+		delete(p.live.held, bp)
+		out[0] = breakpointInsn
+		p.live.arming = append(p.live.arming, bp)
+	}
 	if live {
 		cur := make([]byte, n)
 		if got, err := p.readRaw(addr, cur); err != nil || uint64(got) != n {
-			return fmt.Errorf("removing the patch at %#x: reading it: %w", addr, cmp(err, errors.New("short read")))
+			return fmt.Errorf("removing the patch at %#x: reading it: %w", addr, firstErr(err, errors.New("short read")))
 		}
 		p.queueLive(addr, cur, out)
 	} else if err := p.writeRaw(addr, out); err != nil {
