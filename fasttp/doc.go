@@ -171,7 +171,10 @@
 // Install outside a Batch makes one, and the memory of a jump taken out
 // with threads running is quarantined: it becomes spare only when every
 // thread, each stopped a moment (inferior.Process.AllPCs), is outside
-// it (releaseQuarantine, at the next Batch).
+// it (releaseQuarantine, at the next Batch). A jump that becomes a trap
+// gets its trap first: inferior holds that int3 back until the jump
+// comes out and writes it as the removal's last byte (a hit in between
+// would be lost; e2e TestNonStopBreakpointInTracedJump).
 //
 // # Hit path (jit.BuildJumpPadAMD64, see jit's package doc)
 //
