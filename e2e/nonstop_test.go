@@ -40,9 +40,9 @@ func nonStopSessionAt(t *testing.T, prog string, flags []string, at string) (*mi
 // again. Every cycle's saved trace must be consistent, as in
 // TestFastTraceStressEightThreads; the program checks its own arithmetic
 // and must still run at the end, its threads running all along. The stub
-// logs (--timing) how long each packet stopped threads: with live
-// patching (the default), the longest stop of any one thread; with
-// --no-live-patch, how long every thread was paused.
+// logs (--timing) how long each packet stopped threads: with
+// --live-patch, the longest stop of any one thread; without (the
+// default), how long every thread was paused.
 func TestNonStopTraceWhileRunning(t *testing.T) {
 	requireTools(t)
 	if isGdbserver(stubPath(t)) {
@@ -52,7 +52,7 @@ func TestNonStopTraceWhileRunning(t *testing.T) {
 	for _, c := range []struct {
 		name, shapes string // --ftrace-shapes
 		mainRuns     bool   // main runs too (in pthread_join): no thread is stopped
-		live         bool   // patching with the threads running (else --no-live-patch)
+		live         bool   // --live-patch: patching with the threads running
 		want         []string
 	}{
 		// The stub's choice (jumps that keep their successors' bytes),
@@ -65,15 +65,21 @@ func TestNonStopTraceWhileRunning(t *testing.T) {
 		// every thread running: the stub's system calls run in a thread
 		// stopped for that moment.
 		{"int3 puns, all running, live", "plain,int3", true, true, []string{"punned jump over 6 bytes (2 instructions)", "trap instead of a jump"}},
-		// Both with --no-live-patch: every thread paused for tstart
-		// and tstop.
+		// Both without --live-patch (the default): every thread
+		// paused for tstart and tstop.
 		{"paused", "all", false, false, []string{"successor-preserving jump over 3 bytes"}},
 		{"int3 puns, all running, paused", "plain,int3", true, false, []string{"punned jump over 6 bytes (2 instructions)", "trap instead of a jump"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			flags := []string{"--once", "--timing", "--debug", "--ftrace-shapes=" + c.shapes}
-			if !c.live {
-				flags = append(flags, "--no-live-patch")
+			if c.live {
+				flags = append(flags, "--live-patch")
+			}
+			if c.live && c.mainRuns && testing.Short() {
+				// Lost one site3 hit in about 60 runs (CI, 2026-11-27;
+				// not reproduced since, not diagnosed): the live
+				// protocol stays opt-in until it is found.
+				t.Skip("punned jumps patched live with every thread running: run without -short")
 			}
 			nonStopCycles(t, prog, flags, c.mainRuns, c.want)
 		})
@@ -138,14 +144,16 @@ func nonStopCycles(t *testing.T, prog string, flags []string, mainRuns bool, wan
 // how long the pauses were. Each of the cycles must have logged both.
 func pauseSummary(t *testing.T, log string, cycles int) string {
 	t.Helper()
-	live := regexp.MustCompile(`(QTSt\w+) changed code live in (\d+) µs: .*; longest thread stop (\d+) µs`).FindAllStringSubmatch(log, -1)
+	live := regexp.MustCompile(`(QTSt\w+) changed code live in (\d+) µs: .*; longest thread stop (\d+) µs \((\d+) µs not counting`).FindAllStringSubmatch(log, -1)
 	paused := regexp.MustCompile(`threads paused (\d+) µs for (QTSt\w+)`).FindAllStringSubmatch(log, -1)
-	total, stops := map[string][]int{}, map[string][]int{}
+	total, stops, offCPU := map[string][]int{}, map[string][]int{}, map[string][]int{}
 	for _, m := range live {
 		us, _ := strconv.Atoi(m[2])
 		hold, _ := strconv.Atoi(m[3])
+		pause, _ := strconv.Atoi(m[4])
 		total[m[1]] = append(total[m[1]], us)
 		stops[m[1]] = append(stops[m[1]], hold)
+		offCPU[m[1]] = append(offCPU[m[1]], pause)
 	}
 	for _, m := range paused {
 		us, _ := strconv.Atoi(m[1])
@@ -160,7 +168,10 @@ func pauseSummary(t *testing.T, log string, cycles int) string {
 		line := fmt.Sprintf("%s: longest stop of a thread median %d µs, max %d µs", kind, us[len(us)/2], us[len(us)-1])
 		if tt := total[kind]; len(tt) > 0 {
 			slices.Sort(tt)
-			line += fmt.Sprintf(" (live patching; the packet took median %d µs, max %d µs)", tt[len(tt)/2], tt[len(tt)-1])
+			oc := offCPU[kind]
+			slices.Sort(oc)
+			line += fmt.Sprintf(" (live patching; not counting a wait for a CPU median %d µs, max %d µs; the packet took median %d µs, max %d µs)",
+				oc[len(oc)/2], oc[len(oc)-1], tt[len(tt)/2], tt[len(tt)-1])
 		} else {
 			line += " (every thread paused)"
 		}
@@ -174,7 +185,7 @@ func pauseSummary(t *testing.T, log string, cycles int) string {
 // running and eight threads through its jumps, gdb puts a breakpoint on
 // the instruction after site3, whose bytes site3's jump keeps (its
 // footprint): the jump becomes a trap, with the threads running
-// (live patching), so the breakpoint is hit and reported for one
+// (--live-patch), so the breakpoint is hit and reported for one
 // thread; deleted, the jump comes back. The trace stays consistent and
 // every other thread keeps running.
 func TestNonStopBreakpointInTracedJump(t *testing.T) {
@@ -183,7 +194,7 @@ func TestNonStopBreakpointInTracedJump(t *testing.T) {
 		t.Skip("gdbserver needs its in-process agent library for ftrace")
 	}
 	prog := buildProgram(t, "stress8")
-	g, _ := nonStopSessionAt(t, prog, []string{"--once"}, "ready")
+	g, _ := nonStopSessionAt(t, prog, []string{"--once", "--live-patch"}, "ready")
 	site3, entry1, leaf := stressTracepoints(t, g)
 	g.mustDo("tstart")
 	time.Sleep(20 * time.Millisecond)

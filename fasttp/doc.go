@@ -163,8 +163,8 @@
 // covered bytes (gdb stepping over the breakpoint takes it out for one
 // step). In gdb's non-stop mode the server pauses every running thread
 // (inferior.Process.Pause) while the installer changes code and moves
-// paused threads out of pads first (Stabilize) — with --no-live-patch,
-// or without the kernel's SYNC_CORE membarriers. By default it does not: the jumps go in and out with the threads running
+// paused threads out of pads first (Stabilize). With --live-patch
+// (experimental) it does not: the jumps go in and out with the threads running
 // (inferior's text_poke_bp-style protocol), threads inside a new jump's
 // covered bytes are moved by the same function as in a pause, given to
 // RelocatePCsLive (only jumps over more than one instruction need it),

@@ -54,9 +54,9 @@
 //
 // # Patching code while threads run (livepatch.go)
 //
-// With SetLivePatching(true) (gotpstub's default; --no-live-patch turns
-// it off), code patches made while threads run go through a
-// text_poke_bp-style protocol:
+// With SetLivePatching(true) (gotpstub --live-patch, experimental),
+// code patches made while threads run go through a text_poke_bp-style
+// protocol:
 // an int3 over each patch's first byte, every CPU running the process
 // serialised (membarrier MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE,
 // injected into a stopped thread — or a running one stopped for that

@@ -109,6 +109,11 @@ type LiveStats struct {
 	// the last poll that did not find it stopped (an upper bound); a
 	// parked one, from the flush's start.
 	LongestHold time.Duration
+	// LongestPause is LongestHold less the time the thread spent
+	// runnable, waiting for a CPU (/proc/PID/task/TID/schedstat): a
+	// thread stopped to run a system call is runnable while it waits
+	// to be scheduled for it, as it would be unstopped.
+	LongestPause time.Duration
 }
 
 var (
@@ -172,10 +177,11 @@ func (p *Process) LiveStats() LiveStats {
 	return s
 }
 
-// ResetLongestHold starts LiveStats.LongestHold again from zero.
+// ResetLongestHold starts LiveStats.LongestHold and LongestPause again
+// from zero.
 func (p *Process) ResetLongestHold() {
 	_ = p.do(func() error {
-		p.live.stats.LongestHold = 0
+		p.live.stats.LongestHold, p.live.stats.LongestPause = 0, 0
 		return nil
 	})
 }
@@ -698,10 +704,45 @@ func (p *Process) interruptPending(t *thread) bool {
 	return p.intrTid == t.tid
 }
 
+// holdClock is when a thread's stop for the flush began, with its
+// run-queue wait so far (schedstat's second field; -1 if unreadable).
+type holdClock struct {
+	at   time.Time
+	runq time.Duration
+}
+
+func (p *Process) startHold(t *thread) holdClock {
+	return holdClock{time.Now(), runQueueWait(p.pid, t.tid)}
+}
+
+// runQueueWait returns how long thread tid has waited for a CPU while
+// runnable, in all (-1 if unknown).
+func runQueueWait(pid, tid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/schedstat", pid, tid))
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 2 {
+		return -1
+	}
+	ns, err := strconv.ParseInt(f[1], 10, 64)
+	if err != nil {
+		return -1
+	}
+	return time.Duration(ns)
+}
+
 // letGo resumes a thread holdThread stopped (atTrap: at one of the
 // flush's int3s, from which it is sent on), noting how long it was held.
-func (p *Process) letGo(t *thread, since time.Time, atTrap bool) {
-	p.noteHold(time.Since(since))
+func (p *Process) letGo(t *thread, hc holdClock, atTrap bool) {
+	wall := time.Since(hc.at)
+	pause := wall
+	if after := runQueueWait(p.pid, t.tid); hc.runq >= 0 && after >= hc.runq {
+		pause -= after - hc.runq
+	}
+	p.live.stats.LongestHold = max(p.live.stats.LongestHold, wall)
+	p.live.stats.LongestPause = max(p.live.stats.LongestPause, pause)
 	if atTrap {
 		if pc, err := getPC(t.tid); err == nil && p.liveTrap(t, pc) {
 			return
@@ -710,9 +751,11 @@ func (p *Process) letGo(t *thread, since time.Time, atTrap bool) {
 	_ = p.rawResume(t, t.step, queuedSignal{})
 }
 
-// noteHold records a thread's stop of d for patching live.
+// noteHold records a thread's stop of d for patching live, one it was
+// not runnable during.
 func (p *Process) noteHold(d time.Duration) {
 	p.live.stats.LongestHold = max(p.live.stats.LongestHold, d)
+	p.live.stats.LongestPause = max(p.live.stats.LongestPause, d)
 }
 
 // runningForLive lists the threads a flush may stop: running, with no
@@ -784,11 +827,11 @@ func (p *Process) relocateAll(f func(tid int, pc uint64) (uint64, bool)) error {
 // ours, t resumed at once.
 func (p *Process) checkStopped(t *thread, ws unix.WaitStatus, ours bool, f func(tid int, pc uint64) (uint64, bool)) error {
 	if ours && ws.Stopped() && ws.StopSignal() == unix.SIGSTOP && !p.interruptPending(t) {
-		start := time.Now()
+		hc := p.startHold(t)
 		t.stopped, t.sigstopExpected = true, false
 		p.live.stats.Checked++
 		err := p.relocateThread(t, f)
-		p.letGo(t, start, false)
+		p.letGo(t, hc, false)
 		return err
 	}
 	if p.isLiveTrapStatus(t.tid, ws) {
@@ -826,9 +869,9 @@ func (p *Process) withSyscallThread(f func(t *thread) error) error {
 		if herr != nil || !held {
 			continue
 		}
-		start := time.Now()
+		hc := p.startHold(c)
 		err := f(c)
-		p.letGo(c, start, atTrap)
+		p.letGo(c, hc, atTrap)
 		return err
 	}
 	return err

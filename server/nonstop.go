@@ -351,10 +351,10 @@ func (s *Server) logLive(what string, before inferior.LiveStats, start time.Time
 		return
 	}
 	after := s.proc.LiveStats()
-	fmt.Fprintf(w, "gotpstub: non-stop: %s changed code live in %.0f µs: %d patches, %d threads checked, %d moved, %d sent on from an int3, %d parked; longest thread stop %.0f µs\n",
+	fmt.Fprintf(w, "gotpstub: non-stop: %s changed code live in %.0f µs: %d patches, %d threads checked, %d moved, %d sent on from an int3, %d parked; longest thread stop %.0f µs (%.0f µs not counting its wait for a CPU)\n",
 		what, float64(time.Since(start).Nanoseconds())/1e3, after.Patches-before.Patches, after.Checked-before.Checked,
 		after.Moved-before.Moved, after.Redirected-before.Redirected, after.Parked-before.Parked,
-		float64(after.LongestHold.Nanoseconds())/1e3)
+		float64(after.LongestHold.Nanoseconds())/1e3, float64(after.LongestPause.Nanoseconds())/1e3)
 }
 
 // notifyStop queues a stop for gdb, sending it as a %Stop notification

@@ -67,10 +67,10 @@ type Config struct {
 	// FtraceShapes restricts the jump shapes fast tracepoints may take
 	// (--ftrace-shapes); nil allows all.
 	FtraceShapes map[fasttp.Shape]bool
-	// NoLivePatch has every running thread paused while code changes
-	// in non-stop mode (--no-live-patch), instead of changing it with
-	// the threads running (inferior.Process.SetLivePatching).
-	NoLivePatch bool
+	// LivePatch has code changed with the threads running in non-stop
+	// mode (--live-patch: inferior.Process.SetLivePatching) instead of
+	// pausing every running thread for it.
+	LivePatch bool
 	// Log receives debug messages (--debug); nil disables them.
 	Log io.Writer
 	// TimingLog receives the time tstart and tstop take (--timing, and
@@ -251,7 +251,7 @@ func (s *Server) setProcess(p *inferior.Process, attached bool) {
 	s.xfer = map[string][]byte{}
 	s.traps = fasttp.New(p, s.trace, trapfallback.New(p, s.trace), s.logf)
 	s.traps.SetShapes(s.cfg.FtraceShapes)
-	p.SetLivePatching(!s.cfg.NoLivePatch)
+	p.SetLivePatching(s.cfg.LivePatch)
 	if s.cfg.TraceRingSize != 0 {
 		if err := s.traps.SetRingSize(s.cfg.TraceRingSize); err != nil {
 			s.logf("%v", err)
