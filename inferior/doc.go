@@ -56,18 +56,19 @@
 //
 // With SetLivePatching(true) (gotpstub --live-patch, experimental),
 // code patches made while threads run go through a text_poke_bp-style
-// protocol:
-// an int3 over each patch's first byte, every CPU running the process
+// protocol: an int3 over each patch's first byte, every CPU running the
+// process
 // serialised (membarrier MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE,
 // injected into a stopped thread — or a running one stopped for that
 // moment — at a syscall instruction found in the vDSO, never written
 // where other threads run), the threads whose pc lies inside covered
-// bytes moved one at a time (RelocatePCsLive), the tails, a second
+// bytes moved (RelocatePCsLive), the tails, a second
 // synchronisation, then the first bytes (and a third synchronisation
 // when jumps were taken out). A thread that meets one of the int3s
 // meanwhile continues at the target of the jump being put in (or taken
-// out); one that reports an int3 already taken out (a trap tracepoint's,
-// a breakpoint's, the protocol's) runs the instruction now there. The
+// out). A thread that reports an int3 already taken out (a trap
+// tracepoint's, a breakpoint's, the protocol's; in either mode) runs the
+// instruction now there instead of reporting a SIGTRAP. The
 // running threads checked for covered bytes (and AllPCs's) are sent a
 // SIGSTOP together and each resumed as soon as its pc is read. Other
 // threads' statuses collected during a flush are handled after it (a
