@@ -1004,10 +1004,10 @@ func TestFreeNear(t *testing.T) {
 		want   uint64
 		ok     bool
 	}{
-		{"gap right after", []mapping{{0x400000, 0x401000}, {0x500000, 0x501000}}, 0x401800, 0x1000, 0x401000, true},
-		{"gap before", []mapping{{0x400000, 0x600000}, {0x600000, 0x7ffffffff000}}, 0x500000, 0x1000, 0x3ff000, true},
+		{"gap right after", []mapping{{start: 0x400000, end: 0x401000}, {start: 0x500000, end: 0x501000}}, 0x401800, 0x1000, 0x401000, true},
+		{"gap before", []mapping{{start: 0x400000, end: 0x600000}, {start: 0x600000, end: 0x7ffffffff000}}, 0x500000, 0x1000, 0x3ff000, true},
 		{"free at near", nil, 0x12345000, 0x2000, 0x12345000, true},
-		{"nothing within reach", []mapping{{0x10000, 0x7ffffffff000}}, 0x500000, 0x1000, 0, false},
+		{"nothing within reach", []mapping{{start: 0x10000, end: 0x7ffffffff000}}, 0x500000, 0x1000, 0, false},
 	}
 	for _, tt := range tests {
 		got, ok := freeNear(tt.maps, tt.near, tt.length)

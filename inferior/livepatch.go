@@ -1,7 +1,6 @@
 package inferior
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
@@ -102,7 +101,7 @@ type LiveStats struct {
 	Redirected int // threads sent on from one of the flushes' int3s
 	Parked     int // threads held until a flush ended
 	Checked    int // threads stopped to check their pc
-	Moved      int // threads moved out of covered bytes
+	Moved      int // threads moved (RelocatePCs, RelocatePCsLive)
 	// LongestHold is the longest stop of a thread for patching live: a
 	// thread stopped to run a system call or have its pc checked, from
 	// its stop to its resumption; a thread sent on from an int3, from
@@ -191,39 +190,25 @@ func (p *Process) ResetLongestHold() {
 // system call runs there while other threads run, instead of at the
 // thread's pc, where they could meet it. 0 when there is none.
 func findSyscallGadget(pid int, read func(uint64, []byte) (int, error)) uint64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	maps, err := readMaps(pid)
 	if err != nil {
 		return 0
 	}
-	defer f.Close()
-	type span struct{ lo, hi uint64 }
-	var vdso, other []span
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 || !strings.Contains(fields[1], "x") {
-			continue
-		}
-		lo, hi, ok := strings.Cut(fields[0], "-")
-		if !ok {
-			continue
-		}
-		a, err1 := strconv.ParseUint(lo, 16, 64)
-		b, err2 := strconv.ParseUint(hi, 16, 64)
-		if err1 != nil || err2 != nil {
-			continue
-		}
-		if len(fields) >= 6 && fields[5] == "[vdso]" {
-			vdso = append(vdso, span{a, b})
-		} else if len(fields) >= 6 && fields[5] != "[vsyscall]" {
-			other = append(other, span{a, b})
+	var vdso, other []mapping
+	for _, m := range maps {
+		switch {
+		case !m.exec || m.name == "[vsyscall]":
+		case m.name == "[vdso]":
+			vdso = append(vdso, m)
+		default:
+			other = append(other, m)
 		}
 	}
-	for _, s := range append(vdso, other...) {
-		buf := make([]byte, min(s.hi-s.lo, 1<<20))
-		n, _ := read(s.lo, buf)
+	for _, m := range append(vdso, other...) {
+		buf := make([]byte, min(m.end-m.start, 1<<20))
+		n, _ := read(m.start, buf)
 		if i := bytes.Index(buf[:n], []byte{0x0f, 0x05}); i >= 0 {
-			return s.lo + uint64(i)
+			return m.start + uint64(i)
 		}
 	}
 	return 0
@@ -390,9 +375,7 @@ func (p *Process) flushLive() error {
 	p.live.flushStart, p.live.lastPoll = time.Now(), time.Now()
 	p.live.stats.Flushes++
 	p.live.stats.Patches += len(q)
-	if p.live.traps == nil {
-		p.live.traps, p.live.stale = map[uint64]uint64{}, map[uint64]bool{}
-	}
+	p.live.makeMaps()
 	first := error(nil)
 	// An exec during the flush (by a thread stepped for membarrier)
 	// replaced the memory: nothing more may be written there.
@@ -534,10 +517,15 @@ func (p *Process) liveTrap(t *thread, pc uint64) bool {
 // still saw it) runs the instruction now there instead of reporting a
 // SIGTRAP nobody planted (liveTrap).
 func (p *Process) markStale(addr uint64) {
-	if p.live.stale == nil {
-		p.live.traps, p.live.stale = map[uint64]uint64{}, map[uint64]bool{}
-	}
+	p.live.makeMaps()
 	p.live.stale[addr] = true
+}
+
+// makeMaps makes the maps of traps and stale addresses, once.
+func (l *liveState) makeMaps() {
+	if l.traps == nil {
+		l.traps, l.stale = map[uint64]uint64{}, map[uint64]bool{}
+	}
 }
 
 // releaseParked lets the threads parked during a flush run on.
@@ -587,7 +575,7 @@ func (p *Process) pollLiveAny(want map[int]bool) (int, unix.WaitStatus, bool) {
 // isLiveTrapStatus reports whether ws is tid's stop at one of the
 // flush's int3s.
 func (p *Process) isLiveTrapStatus(tid int, ws unix.WaitStatus) bool {
-	if p.threads[tid] == nil || !ws.Stopped() || ws.StopSignal() != unix.SIGTRAP || ws.TrapCause() != 0 {
+	if p.threads[tid] == nil || !stoppedAtTrap(ws) {
 		return false
 	}
 	pc, err := getPC(tid)

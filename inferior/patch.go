@@ -273,31 +273,10 @@ func (p *Process) relocatePCs(f func(tid int, pc uint64) (uint64, bool)) error {
 	if p.exitEvent != nil {
 		return ErrExited
 	}
-	tids := make([]int, 0, len(p.threads))
 	for tid, t := range p.threads {
-		if t.zombie {
-			continue
-		}
-		if !t.stopped {
+		if !t.zombie && !t.stopped {
 			return fmt.Errorf("relocating pcs: thread %d: %w", tid, ErrRunning)
 		}
-		tids = append(tids, tid)
 	}
-	sort.Ints(tids)
-	for _, tid := range tids {
-		t := p.threads[tid]
-		pc, err := getPC(tid)
-		if err != nil {
-			return fmt.Errorf("relocating pcs: thread %d: %w", tid, err)
-		}
-		newPC, ok := f(tid, pc)
-		if !ok || newPC == pc {
-			continue
-		}
-		if err := setPC(tid, newPC); err != nil {
-			return fmt.Errorf("relocating pcs: thread %d to %#x: %w", tid, newPC, err)
-		}
-		t.stopPC, t.hookedAt, t.hookDoneAt = 0, 0, 0
-	}
-	return nil
+	return p.relocateStopped(f)
 }

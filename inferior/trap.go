@@ -226,7 +226,11 @@ func (p *Process) mapScratch(hint, length uint64) (uint64, error) {
 }
 
 // mapping is one line of /proc/PID/maps.
-type mapping struct{ start, end uint64 }
+type mapping struct {
+	start, end uint64
+	exec       bool   // the permissions have x
+	name       string // the path or [name] after the inode, if any
+}
 
 func readMaps(pid int) ([]mapping, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
@@ -243,8 +247,11 @@ func parseMaps(r interface{ Read([]byte) (int, error) }) ([]mapping, error) {
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		line := sc.Text()
-		rng, _, _ := strings.Cut(line, " ")
-		lo, hi, ok := strings.Cut(rng, "-")
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			return nil, fmt.Errorf("maps: bad line %q", line)
+		}
+		lo, hi, ok := strings.Cut(fields[0], "-")
 		if !ok {
 			return nil, fmt.Errorf("maps: bad line %q", line)
 		}
@@ -253,7 +260,14 @@ func parseMaps(r interface{ Read([]byte) (int, error) }) ([]mapping, error) {
 		if err1 != nil || err2 != nil || end < start {
 			return nil, fmt.Errorf("maps: bad range in %q", line)
 		}
-		out = append(out, mapping{start, end})
+		m := mapping{start: start, end: end}
+		if len(fields) > 1 {
+			m.exec = strings.Contains(fields[1], "x")
+		}
+		if len(fields) > 5 {
+			m.name = fields[5]
+		}
+		out = append(out, m)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
