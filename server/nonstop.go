@@ -324,15 +324,26 @@ func (s *Server) flushTraps() {
 		return
 	}
 	if s.traps.FlushDue() {
-		if s.proc.CanPatchLive() {
-			s.traps.Flush()
-		} else {
-			release := s.proc.Pause()
-			s.traps.Flush()
-			s.logPause("flushing tracepoint removals", release())
-		}
+		done, _ := s.holdForCodeChange("flushing tracepoint removals")
+		s.traps.Flush()
+		done()
 	}
 	s.traps.Stabilize()
+}
+
+// holdForCodeChange readies a code change made while gdb may have
+// threads running: with live patching (inferior/livepatch.go) nothing
+// is stopped as a whole; otherwise every running thread is paused
+// (paused) until done, which logs what the change cost (--timing).
+func (s *Server) holdForCodeChange(what string) (done func(), paused bool) {
+	if s.proc.CanPatchLive() {
+		before := s.proc.LiveStats()
+		s.proc.ResetLongestHold()
+		start := time.Now()
+		return func() { s.logLive(what, before, start) }, false
+	}
+	release := s.proc.Pause()
+	return func() { s.logPause(what, release()) }, true
 }
 
 // logPause records how long the running threads were paused.

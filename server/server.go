@@ -19,7 +19,6 @@ import (
 	"io"
 	"os"
 	"sync"
-	"time"
 
 	"golang.org/x/sys/cpu"
 
@@ -375,22 +374,16 @@ func (s *Server) handle(pkt []byte) error {
 		return s.resume(pkt)
 	}
 	if s.pausesThreads(pkt) {
-		if s.proc.CanPatchLive() {
-			// Jumps go in and out with the threads running
-			// (inferior/livepatch.go). Threads stopped for gdb left
-			// the pads when their stop was reported (flushTraps);
-			// others may be stopped a moment for the stub's own work,
-			// and are not to be stepped: memory of a jump taken out
-			// is reused only once no thread is inside (fasttp's
-			// quarantine).
-			before := s.proc.LiveStats()
-			s.proc.ResetLongestHold()
-			defer s.logLive(string(pkt[:min(len(pkt), 8)]), before, time.Now())
-		} else {
-			release := s.proc.Pause()
-			defer func() { s.logPause(string(pkt[:min(len(pkt), 8)]), release()) }()
+		done, paused := s.holdForCodeChange(string(pkt[:min(len(pkt), 8)]))
+		defer done()
+		if paused {
 			// No paused thread may be left inside a pad the packet
-			// could take away or reuse.
+			// could take away or reuse. Live, threads stopped for gdb
+			// left the pads when their stop was reported (flushTraps);
+			// others may be stopped a moment for the stub's own work
+			// and are not to be stepped: the memory of a jump taken
+			// out is reused only once no thread is inside (fasttp's
+			// quarantine).
 			s.traps.Stabilize()
 		}
 	}
