@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -255,18 +256,37 @@ func (s *Server) setThreadRegisters(regs *tdesc.Regs) error {
 	return s.proc.SetRegisters(s.currentThread(), regs)
 }
 
-// listedThreads are the threads qfThreadInfo lists: the process's, then
-// the held fork children (gdbserver lists them too).
-func (s *Server) listedThreads() []int {
-	return append(s.liveThreads(), s.proc.ForkChildren()...)
+// listedThread is a thread qfThreadInfo lists, with the process that has
+// it (or holds it, for a held fork child).
+type listedThread struct {
+	p   *inferior.Process
+	tid int
 }
 
-// liveThreads are the process's threads, without a leader that has
-// exited while the others run on.
-func (s *Server) liveThreads() []int {
-	ts := s.proc.Threads()
-	if !s.proc.LeaderExited() {
+// listedThreads are the threads qfThreadInfo lists: each process's (the
+// main one's first, sorted), then the fork children they hold (gdbserver
+// lists them too).
+func (s *Server) listedThreads() []listedThread {
+	var out, held []listedThread
+	for _, p := range s.processes() {
+		ts := liveThreads(p)
+		sort.Ints(ts)
+		for _, t := range ts {
+			out = append(out, listedThread{p, t})
+		}
+		for _, c := range p.ForkChildren() {
+			held = append(held, listedThread{p, c})
+		}
+	}
+	return append(out, held...)
+}
+
+// liveThreads are p's threads, without a leader that has exited while
+// the others run on.
+func liveThreads(p *inferior.Process) []int {
+	ts := p.Threads()
+	if !p.LeaderExited() {
 		return ts
 	}
-	return slices.DeleteFunc(ts, func(tid int) bool { return tid == s.proc.Pid() })
+	return slices.DeleteFunc(ts, func(tid int) bool { return tid == p.Pid() })
 }

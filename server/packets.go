@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -254,7 +253,7 @@ func (s *Server) threadInfoFirst([]byte) []byte {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString(s.threadID(t))
+		b.WriteString(s.threadID(t.tid))
 	}
 	return []byte(b.String())
 }
@@ -270,18 +269,22 @@ func (s *Server) setThread(pkt []byte) []byte {
 	if len(pkt) < 3 {
 		return errReply(errBadPacket)
 	}
-	_, tid, err := rsp.ParseThreadID(string(pkt[2:]))
+	pid, tid, err := rsp.ParseThreadID(string(pkt[2:]))
 	if err != nil {
 		return errReply(errBadPacket)
 	}
-	if tid > 0 && (!s.needProcess() || !s.alive(int(tid)) && !s.proc.IsForkChild(int(tid))) {
+	if !s.needProcess() && tid > 0 {
 		return errReply(errThread)
+	}
+	sel, reply := s.selectProcess(int(pid), int(tid))
+	if reply != nil {
+		return reply
 	}
 	switch pkt[1] {
 	case 'g':
-		s.gThread = int(tid)
+		s.gThread = sel
 	case 'c':
-		s.cThread = int(tid)
+		s.cThread = sel
 	default:
 		return errReply(errBadPacket)
 	}
@@ -293,7 +296,7 @@ func (s *Server) threadAlive(pkt []byte) []byte {
 	if err != nil {
 		return errReply(errBadPacket)
 	}
-	if s.needProcess() && (s.alive(int(tid)) || s.proc.IsForkChild(int(tid))) {
+	if p, _ := s.owner(int(tid)); p != nil && s.needProcess() {
 		return rsp.OK
 	}
 	return errReply(errThread)
@@ -611,9 +614,13 @@ func (s *Server) removeBreakpoint(pkt []byte) []byte {
 // ---- process lifetime
 
 func (s *Server) kill(pkt []byte) []byte {
+	if reply := s.killOneOfSeveral(pkt); reply != nil {
+		return reply
+	}
 	if reply := s.killForked(pkt); reply != nil {
 		return reply
 	}
+	s.endSides(false)
 	if s.proc != nil {
 		if s.trace.Running() {
 			s.trace.OnInferiorExit()
@@ -625,6 +632,7 @@ func (s *Server) kill(pkt []byte) []byte {
 		}
 		s.proc.Close()
 		s.proc = nil
+		s.main = nil
 		s.exited = true
 		s.lastStop = inferior.StopEvent{Kind: inferior.Killed, Signal: 9}
 	}
@@ -646,9 +654,13 @@ func (s *Server) detach(pkt []byte) []byte {
 	if err != nil {
 		return errReply(errBadPacket)
 	}
+	if reply := s.detachOneOfSeveral(pid); reply != nil {
+		return reply
+	}
 	if reply := s.detachForked(pid); reply != nil {
 		return reply
 	}
+	s.endSides(true)
 	if s.trace.Running() {
 		s.trace.OnDisconnect()
 	}
@@ -658,6 +670,7 @@ func (s *Server) detach(pkt []byte) []byte {
 	}
 	s.proc.Close()
 	s.proc = nil
+	s.main = nil
 	s.exited = true
 	s.haveStop = false
 	if !s.extended && !s.cfg.Multi {
@@ -694,6 +707,7 @@ func (s *Server) vRun(pkt []byte) []byte {
 		}
 		s.proc.Close()
 		s.proc = nil
+		s.main = nil
 	}
 	if err := s.Launch(argv); err != nil {
 		s.logf("vRun: %v", err)
@@ -713,6 +727,7 @@ func (s *Server) vAttach(pkt []byte) []byte {
 	if s.proc != nil {
 		s.proc.Close()
 		s.proc = nil
+		s.main = nil
 	}
 	if err := s.Attach(int(pid)); err != nil {
 		return rsp.ErrorMessage(err.Error())
@@ -931,11 +946,9 @@ func (s *Server) xferDocument(object, annex string) ([]byte, error) {
 func (s *Server) threadsXML() []byte {
 	var b strings.Builder
 	b.WriteString("<?xml version=\"1.0\"?>\n<threads>\n")
-	ts := s.liveThreads()
-	sort.Ints(ts)
-	for _, t := range append(ts, s.proc.ForkChildren()...) {
-		fmt.Fprintf(&b, "<thread id=\"%s\"", s.threadID(t))
-		if name := s.proc.ThreadName(t); name != "" {
+	for _, t := range s.listedThreads() {
+		fmt.Fprintf(&b, "<thread id=\"%s\"", s.threadID(t.tid))
+		if name := t.p.ThreadName(t.tid); name != "" {
 			fmt.Fprintf(&b, " name=\"%s\"", xmlEscape(name))
 		}
 		b.WriteString("/>\n")
@@ -1020,7 +1033,9 @@ func (s *Server) alive(tid int) bool {
 // agreed on the multiprocess extensions, the bare tid otherwise.
 func (s *Server) threadID(tid int) string {
 	pid := tid
-	if s.proc != nil && (s.proc.Alive(tid) || !s.proc.IsForkChild(tid)) {
+	if p, held := s.owner(tid); p != nil && !held {
+		pid = p.Pid()
+	} else if p == nil && s.proc != nil {
 		pid = s.proc.Pid()
 	}
 	return rsp.FormatThreadID(pid, tid, s.multiprocess)

@@ -157,6 +157,10 @@ func (s *Server) resume(pkt []byte) error {
 		}
 		return s.conn.Send(errReply(errNoProcess))
 	}
+	if err := s.resumeTarget(pkt); err != nil {
+		s.logf("%s: %v", pkt, err)
+		return s.conn.Send(rsp.ErrorMessage(err.Error()))
+	}
 	acts, ranges, err := s.parseResume(pkt)
 	if err != nil {
 		s.logf("%s: %v", pkt, err)
@@ -300,21 +304,34 @@ func (s *Server) runOnce(acts []inferior.Action) (*inferior.StopEvent, error) {
 
 // noteExit records that the process is gone.
 func (s *Server) noteExit(ev inferior.StopEvent) {
+	if q := s.proc; q != nil && q != s.main {
+		// A side process ended; the others go on.
+		s.lastStop, s.haveStop = ev, true
+		s.progressExit(ev)
+		s.dropSide(q)
+		return
+	}
 	s.mu.Lock()
 	s.exited = true
 	s.lastStop = ev
 	s.haveStop = true
 	s.mu.Unlock()
 	s.trace.OnInferiorExit()
+	s.progressExit(ev)
+	if s.proc != nil && !s.mainGone() {
+		s.proc.Close()
+		s.proc = nil
+		s.main = nil
+	}
+}
+
+// progressExit prints gdbserver's line for a process's end.
+func (s *Server) progressExit(ev inferior.StopEvent) {
 	switch ev.Kind {
 	case inferior.Exited:
 		s.progressf("\nChild exited with status %d\n", ev.ExitCode)
 	case inferior.Killed:
 		s.progressf("\nChild terminated with signal = 0x%x\n", ev.Signal)
-	}
-	if s.proc != nil {
-		s.proc.Close()
-		s.proc = nil
 	}
 }
 
@@ -373,8 +390,12 @@ func (s *Server) stopReply(ev inferior.StopEvent) []byte {
 
 // processSuffix is the ";process:PID" of W and X replies in multiprocess mode.
 func (s *Server) processSuffix(ev inferior.StopEvent) string {
-	if !s.multiprocess || s.lastPid == 0 {
+	pid := ev.Tid
+	if pid == 0 {
+		pid = s.lastPid
+	}
+	if !s.multiprocess || pid == 0 {
 		return ""
 	}
-	return fmt.Sprintf(";process:%x", s.lastPid)
+	return fmt.Sprintf(";process:%x", pid)
 }

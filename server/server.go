@@ -93,8 +93,14 @@ type Config struct {
 type Server struct {
 	cfg Config
 
-	mu       sync.Mutex // guards proc and exit state against the trace hit path
-	proc     *inferior.Process
+	mu sync.Mutex // guards proc and exit state against the trace hit path
+	// proc is the process packets act on (multiproc.go): main, or a side
+	// process Hg named or whose stop was reported last.
+	proc *inferior.Process
+	// main is the process launched or attached; sides are fork children
+	// gdb resumed while their parent is debugged, by pid.
+	main  *inferior.Process
+	sides map[int]*inferior.Process
 	attached bool
 	exited   bool // the process has exited; lastStop says how
 	lastStop inferior.StopEvent
@@ -230,6 +236,8 @@ func (s *Server) Attach(pid int) error {
 func (s *Server) setProcess(p *inferior.Process, attached bool) {
 	s.mu.Lock()
 	s.proc = p
+	s.main = p
+	s.sides = nil
 	s.lastPid = p.Pid()
 	s.attached = attached
 	s.exited = false
@@ -339,12 +347,14 @@ func (s *Server) onDisconnect() {
 		s.leaveNonStop()
 	}
 	s.releaseHeldForks()
+	s.endSides(true)
 	s.trace.OnDisconnect()
 	s.files.CloseAll()
 }
 
 // Shutdown kills a launched process or detaches from an attached one.
 func (s *Server) Shutdown() {
+	s.endSides(false)
 	if s.proc == nil {
 		return
 	}
@@ -362,6 +372,7 @@ func (s *Server) Shutdown() {
 	}
 	s.proc.Close()
 	s.proc = nil
+	s.main = nil
 }
 
 // handle answers one packet (and, for resumption packets, runs the

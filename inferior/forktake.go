@@ -1,0 +1,84 @@
+package inferior
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// TakeForkChild hands the held fork child pid over to a Process of its
+// own, so that it can run while this process is debugged (gdb's
+// detach-on-fork off, then resuming the child). The child is stopped
+// where it forked, its registers and memory untouched, and is traced
+// from then on by the new Process's ptrace thread; this Process forgets
+// it. The new Process reports forks as this one does and is Attached if
+// this one is (Close detaches it; otherwise Close kills it).
+//
+// ptrace ties a tracee to its tracer thread, so the child must be
+// detached and attached again. In between it waits in rt_sigsuspend with
+// every signal blocked, run at a syscall instruction of its vDSO (its
+// code and stack are not written): a signal arriving meanwhile stays
+// pending and is delivered once the child runs as before, and the
+// attach's SIGSTOP, which cannot be blocked, ends the wait.
+func (p *Process) TakeForkChild(pid int) (*Process, error) {
+	var park parkedChild
+	var fork, vfork bool
+	err := p.do(func() error {
+		if p.forks[pid] == nil {
+			return fmt.Errorf("run %d: %w", pid, ErrNotForkChild)
+		}
+		fork, vfork = p.reportFork, p.reportVFork
+		var err error
+		park, err = parkForHandOver(pid)
+		if err != nil {
+			return fmt.Errorf("handing over fork child %d: %w", pid, err)
+		}
+		delete(p.forks, pid)
+		if err := ptraceDetach(pid, 0); err != nil {
+			return fmt.Errorf("handing over fork child %d: %w", pid, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	q := newProcess()
+	q.pid = pid
+	err = q.do(func() error {
+		if err := q.attach(); err != nil {
+			return err
+		}
+		q.attached = p.attached
+		q.reportFork, q.reportVFork = fork, vfork
+		q.optionsGen++
+		if err := park.restore(pid); err != nil {
+			return err
+		}
+		q.recordStopPCs()
+		return nil
+	})
+	if err != nil {
+		q.Close()
+		// The child is lost to us; do not leave it waiting for ever.
+		_ = unix.Kill(pid, unix.SIGKILL)
+		return nil, err
+	}
+	return q, nil
+}
+
+// gadgetOf finds a syscall instruction in pid's executable mappings (its
+// vDSO first), reading its memory through /proc.
+func gadgetOf(pid int) (uint64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	g := findSyscallGadget(pid, func(addr uint64, b []byte) (int, error) { return f.ReadAt(b, int64(addr)) })
+	if g == 0 {
+		return 0, errors.New("no syscall instruction in its code")
+	}
+	return g, nil
+}

@@ -1,0 +1,377 @@
+package server
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"gotpstub/inferior"
+	"gotpstub/rsp"
+)
+
+// Several processes at once (gdb's detach-on-fork off, then resuming a
+// fork child while its parent is debugged).
+//
+// s.main is the process the stub launched or attached to; the trace
+// experiment lives in it. A fork child that gdb resumes becomes a side
+// process (s.sides): the parent's inferior.Process hands it over
+// (TakeForkChild) to a Process of its own. s.proc is the process packets
+// act on: the one Hg last named, or the one whose stop was last
+// reported. In all-stop mode one process runs at a time, as gdb asks with
+// schedule-multiple off (its default: vCont names the process); a vCont
+// for every process while several exist is refused. Non-stop mode keeps
+// fork children held (they cannot be resumed there yet).
+
+// processes returns the debugged processes: main first (unless gone),
+// then the side processes by pid.
+func (s *Server) processes() []*inferior.Process {
+	var out []*inferior.Process
+	if s.main != nil && !s.mainExited() {
+		out = append(out, s.main)
+	}
+	pids := make([]int, 0, len(s.sides))
+	for pid := range s.sides {
+		pids = append(pids, pid)
+	}
+	sort.Ints(pids)
+	for _, pid := range pids {
+		out = append(out, s.sides[pid])
+	}
+	return out
+}
+
+// mainExited reports whether the main process is gone while s.proc is
+// still it.
+func (s *Server) mainExited() bool { return s.proc == s.main && s.exited }
+
+// owner returns the process that has tid as a live thread, or that holds
+// tid as a fork child (then held is true); nil when none does.
+func (s *Server) owner(tid int) (p *inferior.Process, held bool) {
+	if s.proc != nil && !s.exited && s.proc.Alive(tid) {
+		return s.proc, false
+	}
+	procs := s.processes()
+	for _, q := range procs {
+		if q.Alive(tid) {
+			return q, false
+		}
+	}
+	for _, q := range procs {
+		if q.IsForkChild(tid) {
+			return q, true
+		}
+	}
+	return nil, false
+}
+
+// processByPid returns the debugged process pid (not a held child).
+func (s *Server) processByPid(pid int) *inferior.Process {
+	for _, q := range s.processes() {
+		if q.Pid() == pid {
+			return q
+		}
+	}
+	return nil
+}
+
+// focus makes p the process packets act on.
+func (s *Server) focus(p *inferior.Process) {
+	if p == nil || p == s.proc {
+		return
+	}
+	s.mu.Lock()
+	s.proc = p
+	s.exited = false
+	s.attached = p.Attached()
+	s.lastPid = p.Pid()
+	s.mu.Unlock()
+	s.tls = nil
+}
+
+// runChild makes held fork child pid of holder a side process that can
+// run: gdb resumed it.
+func (s *Server) runChild(holder *inferior.Process, pid int) (*inferior.Process, error) {
+	if s.ns.on.Load() {
+		return nil, errRunHeldChild(pid)
+	}
+	q, err := holder.TakeForkChild(pid)
+	if err != nil {
+		return nil, fmt.Errorf("running fork child %d: %w", pid, err)
+	}
+	if s.sides == nil {
+		s.sides = map[int]*inferior.Process{}
+	}
+	s.sides[pid] = q
+	if s.cfg.Guard != nil {
+		q.SetGuard(s.cfg.Guard)
+	}
+	q.SetPassSignals(s.passSignals)
+	q.SetCatchSyscalls(s.catchSyscalls.on, s.catchSyscalls.nrs)
+	for bp := range s.heldBps[pid] {
+		if err := q.InsertBreakpoint(bp.kind, bp.addr, bp.size); err != nil {
+			s.logf("inserting %#x in %d: %v", bp.addr, pid, err)
+		}
+	}
+	delete(s.heldBps, pid)
+	s.logf("fork child %d runs as a process of its own", pid)
+	return q, nil
+}
+
+// resumeTarget picks the process a resumption packet runs and focuses it,
+// turning a held fork child gdb names into a side process. Packets naming
+// no process, or every process, run the current one, unless other
+// processes exist: running several at once is refused.
+func (s *Server) resumeTarget(pkt []byte) error {
+	pids, all := resumedPids(pkt)
+	if len(s.sides) == 0 && len(pids) <= 1 && (len(pids) == 0 || s.proc == nil || pids[0] == s.proc.Pid()) {
+		return nil // the common case: one process
+	}
+	if all && len(s.processes()) > 1 {
+		return fmt.Errorf("gotpstub runs one process at a time (set schedule-multiple off)")
+	}
+	if len(pids) == 0 {
+		return nil
+	}
+	if len(pids) > 1 {
+		return fmt.Errorf("gotpstub runs one process at a time: vCont names %d processes", len(pids))
+	}
+	pid := pids[0]
+	if q := s.processByPid(pid); q != nil {
+		s.focus(q)
+		return nil
+	}
+	holder, held := s.owner(pid)
+	if holder == nil || !held {
+		return fmt.Errorf("no process %d", pid)
+	}
+	if all || len(holder.ForkChildren()) == 0 {
+		return errRunHeldChild(pid)
+	}
+	q, err := s.runChild(holder, pid)
+	if err != nil {
+		return err
+	}
+	s.focus(q)
+	return nil
+}
+
+// resumedPids returns the processes a vCont's actions name explicitly
+// (pPID.TID), and whether one applies to every process (no thread id, or
+// p-1).
+func resumedPids(pkt []byte) (pids []int, all bool) {
+	str, ok := strings.CutPrefix(string(pkt), "vCont;")
+	if !ok {
+		return nil, false
+	}
+	for _, f := range strings.Split(str, ";") {
+		if f == "" {
+			continue
+		}
+		_, tidStr, hasTid := strings.Cut(f, ":")
+		if !hasTid {
+			all = true
+			continue
+		}
+		pid, _, err := rsp.ParseThreadID(tidStr)
+		switch {
+		case err != nil || pid == 0:
+		case pid < 0:
+			all = true
+		case !slices.Contains(pids, int(pid)):
+			pids = append(pids, int(pid))
+		}
+	}
+	return pids, all
+}
+
+// dropSide forgets side process q, which has exited, been killed or been
+// detached; the main process (or another side) becomes current if q was.
+func (s *Server) dropSide(q *inferior.Process) {
+	delete(s.sides, q.Pid())
+	delete(s.heldBps, q.Pid())
+	q.Close()
+	if s.proc != q {
+		return
+	}
+	if procs := s.processes(); len(procs) > 0 {
+		s.mu.Lock()
+		s.proc = nil
+		s.mu.Unlock()
+		s.focus(procs[0])
+		return
+	}
+	s.mu.Lock()
+	s.proc = s.main
+	s.exited = true
+	s.mu.Unlock()
+}
+
+// mainGone is called once the main process has exited or been killed or
+// detached, with s.proc still naming it: a side process, if any, becomes
+// current. It reports whether one did.
+func (s *Server) mainGone() bool {
+	if len(s.sides) == 0 {
+		return false
+	}
+	s.main.Close()
+	s.main = nil
+	s.mu.Lock()
+	s.proc = nil
+	s.mu.Unlock()
+	s.focus(s.processes()[0])
+	return true
+}
+
+// endSides kills the side processes that were launched with the main
+// process (its fork children) and detaches those that were attached,
+// as Shutdown does for the main one; with detach every one is detached.
+func (s *Server) endSides(detach bool) {
+	for pid, q := range s.sides {
+		var err error
+		if detach || q.Attached() {
+			err = q.Detach()
+		} else {
+			err = q.Kill()
+		}
+		if err != nil {
+			s.logf("ending process %d: %v", pid, err)
+		}
+		q.Close()
+		delete(s.sides, pid)
+	}
+	if s.proc == s.main {
+		return
+	}
+	s.mu.Lock()
+	s.proc = s.main
+	s.exited = s.main == nil
+	if s.main != nil {
+		s.attached = s.main.Attached()
+		s.lastPid = s.main.Pid()
+	}
+	s.mu.Unlock()
+}
+
+// sideByPid returns side process pid, or nil.
+func (s *Server) sideByPid(pid int) *inferior.Process { return s.sides[pid] }
+
+// detachSide handles "D;PID" for a side process.
+func (s *Server) detachSide(q *inferior.Process) []byte {
+	if err := q.Detach(); err != nil {
+		s.logf("detach %d: %v", q.Pid(), err)
+		return errReply(errNoProcess)
+	}
+	s.progressf("Detaching from process %d\n", q.Pid())
+	s.dropSide(q)
+	return rsp.OK
+}
+
+// killSide handles "vKill;PID" for a side process.
+func (s *Server) killSide(q *inferior.Process) []byte {
+	if err := q.Kill(); err != nil {
+		s.logf("kill %d: %v", q.Pid(), err)
+	}
+	s.dropSide(q)
+	return rsp.OK
+}
+
+// killOneOfSeveral handles "vKill;PID" when PID is a side process, a fork
+// child held by a process other than the current one, or the main process
+// while side processes remain (they go on). It returns nil otherwise.
+func (s *Server) killOneOfSeveral(pkt []byte) []byte {
+	pid, err := packetPid(pkt)
+	if err != nil || pid == 0 {
+		return nil
+	}
+	if q := s.sideByPid(pid); q != nil {
+		return s.killSide(q)
+	}
+	if holder, held := s.owner(pid); held && holder != s.proc {
+		if err := holder.KillForkChild(pid); err != nil {
+			s.logf("kill %d: %v", pid, err)
+			return errReply(errNoProcess)
+		}
+		delete(s.heldBps, pid)
+		return rsp.OK
+	}
+	if s.main == nil || pid != s.main.Pid() || len(s.sides) == 0 {
+		return nil
+	}
+	if s.trace.Running() {
+		s.trace.OnInferiorExit()
+	}
+	if err := s.main.Kill(); err != nil {
+		s.logf("kill %d: %v", pid, err)
+	}
+	s.mainLeaves()
+	return rsp.OK
+}
+
+// detachOneOfSeveral is killOneOfSeveral for "D;PID".
+func (s *Server) detachOneOfSeveral(pid int) []byte {
+	if pid == 0 {
+		return nil
+	}
+	if q := s.sideByPid(pid); q != nil {
+		return s.detachSide(q)
+	}
+	if holder, held := s.owner(pid); held && holder != s.proc {
+		if err := holder.DetachForkChild(pid); err != nil {
+			s.logf("detach %d: %v", pid, err)
+			return errReply(errNoProcess)
+		}
+		delete(s.heldBps, pid)
+		s.progressf("Detaching from process %d\n", pid)
+		return rsp.OK
+	}
+	if s.main == nil || pid != s.main.Pid() || len(s.sides) == 0 || len(s.main.ForkChildren()) > 0 {
+		return nil
+	}
+	if s.trace.Running() {
+		s.trace.OnDisconnect()
+	}
+	if err := s.main.Detach(); err != nil {
+		s.logf("detach %d: %v", pid, err)
+		return errReply(errNoProcess)
+	}
+	s.progressf("Detaching from process %d\n", pid)
+	s.mainLeaves()
+	return rsp.OK
+}
+
+// mainLeaves forgets the main process (killed or detached) while side
+// processes remain: one of them becomes current.
+func (s *Server) mainLeaves() {
+	if s.proc != s.main {
+		s.main.Close()
+		s.main = nil
+		return
+	}
+	s.mainGone()
+}
+
+// selectProcess makes the process of Hg's thread current: the one with
+// thread tid, or pid's when the packet names a process and any (0) or
+// every (-1) thread. A held fork child's holder becomes current (its
+// registers and memory are read through it). It returns the thread Hg
+// selects (a held child named pCHILD.0 is the child itself), or an error
+// reply when no process has the thread.
+func (s *Server) selectProcess(pid, tid int) (int, []byte) {
+	if tid <= 0 {
+		if pid <= 0 {
+			return tid, nil
+		}
+		if q := s.processByPid(pid); q != nil {
+			s.focus(q)
+			return tid, nil
+		}
+		tid = pid
+	}
+	p, _ := s.owner(tid)
+	if p == nil {
+		return 0, errReply(errThread)
+	}
+	s.focus(p)
+	return tid, nil
+}
