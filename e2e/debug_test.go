@@ -448,6 +448,36 @@ func TestForkEvents(t *testing.T) {
 			want:          []string{"$1 = 0", "$2 = 1", "exited normally"},
 			programOutput: []string{"child counter 1", "parent: child status 3 counter -1"},
 		},
+		{
+			name: "detach-on-fork off, the child run while the parent is debugged",
+			// Inferior 2 runs to its own breakpoint and exits while
+			// inferior 1 stays stopped after its fork; then the parent
+			// finishes, having seen the child's exit status.
+			commands: []string{"set detach-on-fork off", "catch fork", "break child_work", "continue", "stepi",
+				"inferior 2", "continue", "print n", "print counter", "continue",
+				"inferior 1", "print counter", "delete", "set detach-on-fork on", "continue"},
+			wantRe: []string{`\[New inferior 2 \(process \d+\)\]`, `\[Switching to inferior 2 \[process \d+\]`,
+				`Thread 2\.1 "forks" hit Breakpoint 2(\.\d)?, child_work \(n=1\)`,
+				`\[Inferior 2 \(process \d+\) exited with code 03\]`,
+				`\[Switching to inferior 1 \[process \d+\]`},
+			want:          []string{"$1 = 1", "$2 = 0", "$3 = 0", "exited normally"},
+			programOutput: []string{"child counter 1", "parent: child status 3 counter -1"},
+		},
+		{
+			name: "detach-on-fork off, schedule-multiple on",
+			// Both processes run at each continue: the child stops at
+			// its breakpoint (the parent, waiting for it, is
+			// interrupted), then both exit, the vfork child included.
+			commands: []string{"set detach-on-fork off", "set schedule-multiple on", "break child_work",
+				"continue", "print n", "info inferiors", "continue", "inferior 1", "continue", "inferior 1", "continue"},
+			wantRe: []string{`\[New inferior 2 \(process \d+\)\]`,
+				`Thread 2\.1 "forks" hit Breakpoint 1(\.\d)?, child_work \(n=1\)`,
+				`\[Inferior 2 \(process \d+\) exited with code 03\]`,
+				`\[Inferior 3 \(process \d+\) exited with code 04\]`,
+				`\[Inferior 1 \(process \d+\) exited normally\]`},
+			want:          []string{"$1 = 1"},
+			programOutput: []string{"child counter 1", "parent: child status 3 counter -1", "parent: vfork child status 4"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

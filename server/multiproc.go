@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"gotpstub/inferior"
 	"gotpstub/rsp"
 )
@@ -119,22 +121,25 @@ func (s *Server) runChild(holder *inferior.Process, pid int) (*inferior.Process,
 }
 
 // resumeTarget picks the process a resumption packet runs and focuses it,
-// turning a held fork child gdb names into a side process. Packets naming
-// no process, or every process, run the current one, unless other
-// processes exist: running several at once is refused.
+// turning a held fork child gdb names into a side process. A packet for
+// every process (schedule-multiple on) while there are several, or held
+// children, runs them all (s.several): each held child is made a side
+// process first.
 func (s *Server) resumeTarget(pkt []byte) error {
+	s.several = false
 	pids, all := resumedPids(pkt)
-	if len(s.sides) == 0 && len(pids) <= 1 && (len(pids) == 0 || s.proc == nil || pids[0] == s.proc.Pid()) {
+	if len(s.sides) == 0 && len(pids) <= 1 && (len(pids) == 0 || s.proc == nil || pids[0] == s.proc.Pid()) &&
+		(!all || len(s.proc.ForkChildren()) == 0) {
 		return nil // the common case: one process
 	}
-	if all && len(s.processes()) > 1 {
-		return fmt.Errorf("gotpstub runs one process at a time (set schedule-multiple off)")
+	if all {
+		return s.runEveryProcess()
 	}
 	if len(pids) == 0 {
 		return nil
 	}
 	if len(pids) > 1 {
-		return fmt.Errorf("gotpstub runs one process at a time: vCont names %d processes", len(pids))
+		return fmt.Errorf("gotpstub runs one process or all of them: vCont names %d processes", len(pids))
 	}
 	pid := pids[0]
 	if q := s.processByPid(pid); q != nil {
@@ -145,14 +150,28 @@ func (s *Server) resumeTarget(pkt []byte) error {
 	if holder == nil || !held {
 		return fmt.Errorf("no process %d", pid)
 	}
-	if all || len(holder.ForkChildren()) == 0 {
-		return errRunHeldChild(pid)
-	}
 	q, err := s.runChild(holder, pid)
 	if err != nil {
 		return err
 	}
 	s.focus(q)
+	return nil
+}
+
+// runEveryProcess prepares a resumption of every process: held fork
+// children become side processes.
+func (s *Server) runEveryProcess() error {
+	if s.ns.on.Load() {
+		return nil // parseResume leaves held children stopped
+	}
+	for _, p := range s.processes() {
+		for _, pid := range p.ForkChildren() {
+			if _, err := s.runChild(p, pid); err != nil {
+				return err
+			}
+		}
+	}
+	s.several = len(s.processes()) > 1
 	return nil
 }
 
@@ -190,6 +209,7 @@ func resumedPids(pkt []byte) (pids []int, all bool) {
 func (s *Server) dropSide(q *inferior.Process) {
 	delete(s.sides, q.Pid())
 	delete(s.heldBps, q.Pid())
+	delete(s.kept, q.Pid())
 	q.Close()
 	if s.proc != q {
 		return
@@ -239,6 +259,7 @@ func (s *Server) endSides(detach bool) {
 		}
 		q.Close()
 		delete(s.sides, pid)
+		delete(s.kept, pid)
 	}
 	if s.proc == s.main {
 		return
@@ -374,4 +395,116 @@ func (s *Server) selectProcess(pid, tid int) (int, []byte) {
 	}
 	s.focus(p)
 	return tid, nil
+}
+
+// runSeveral resumes every debugged process with its part of acts
+// (schedule-multiple on) and waits for the first reportable event; the
+// other processes are then interrupted, and an event one of them had
+// meanwhile is kept and reported at the next resumption instead of
+// resuming anything (as all-stop gdbserver does). A SIGINT stop of theirs
+// is taken for the interrupt's (a genuine SIGINT arriving at that moment
+// is lost).
+func (s *Server) runSeveral(acts []inferior.Action) (*inferior.StopEvent, error) {
+	procs := s.processes()
+	for _, p := range procs {
+		if ev, ok := s.kept[p.Pid()]; ok {
+			delete(s.kept, p.Pid())
+			s.focus(p)
+			return &ev, nil
+		}
+	}
+	done := make(chan procEvent, len(procs))
+	var running []*inferior.Process
+	for _, p := range procs {
+		pa := actionsOf(p, acts)
+		if len(pa) == 0 {
+			continue
+		}
+		if err := p.Resume(pa); err != nil {
+			s.logf("resume %d: %v", p.Pid(), err)
+			continue
+		}
+		running = append(running, p)
+		go func() {
+			ev, err := p.Wait()
+			done <- procEvent{p, ev, err}
+		}()
+	}
+	if len(running) == 0 {
+		return nil, s.conn.Send(rsp.ErrorMessage("resume: no process could be resumed"))
+	}
+	interruptAll := func() {
+		for _, p := range running {
+			p.Interrupt()
+		}
+	}
+	first, ok := s.waitRunning(done, interruptAll)
+	if !ok {
+		interruptAll()
+		for range running {
+			<-done
+		}
+		s.onDisconnect()
+		return nil, nil
+	}
+	interruptAll()
+	for range running[1:] {
+		r := <-done
+		if r.err == nil && !(r.ev.Kind == inferior.SignalStop && r.ev.Signal == int(unix.SIGINT)) {
+			if s.kept == nil {
+				s.kept = map[int]inferior.StopEvent{}
+			}
+			s.kept[r.p.Pid()] = r.ev
+		}
+	}
+	s.focus(first.p)
+	if first.err != nil {
+		s.logf("wait %d: %v", first.p.Pid(), first.err)
+		ev := inferior.StopEvent{Kind: inferior.Killed, Tid: first.p.Pid(), Signal: 9}
+		return &ev, nil
+	}
+	return &first.ev, nil
+}
+
+// procEvent is one process's Wait result.
+type procEvent struct {
+	p   *inferior.Process
+	ev  inferior.StopEvent
+	err error
+}
+
+// waitRunning waits for the first of the running processes' events,
+// serving gdb meanwhile as runOnce does (\x03 runs interrupt). ok is false
+// when gdb went away.
+func (s *Server) waitRunning(done <-chan procEvent, interrupt func()) (procEvent, bool) {
+	in := s.conn.Incoming()
+	for {
+		select {
+		case r := <-done:
+			return r, true
+		case pkt, ok := <-in:
+			if !ok {
+				return procEvent{}, false
+			}
+			s.handledOne()
+			if pkt.Interrupt {
+				interrupt()
+				continue
+			}
+			_ = s.conn.Send([]byte{})
+			in = s.conn.Incoming()
+		}
+	}
+}
+
+// actionsOf returns the actions of acts that apply to p: those for every
+// thread and those naming one of its threads.
+func actionsOf(p *inferior.Process, acts []inferior.Action) []inferior.Action {
+	var out []inferior.Action
+	for _, a := range acts {
+		if a.Tid <= 0 || p.Alive(a.Tid) {
+			out = append(out, a)
+		}
+	}
+	return out
 }

@@ -253,6 +253,14 @@ func (s *Server) continueRange(ev inferior.StopEvent, ranges []rangeStep) bool {
 // runOnce resumes with acts and waits for the next reportable event,
 // forwarding gdb's interrupts. It returns nil when the connection closed.
 func (s *Server) runOnce(acts []inferior.Action) (*inferior.StopEvent, error) {
+	if s.several {
+		return s.runSeveral(acts)
+	}
+	if ev, ok := s.kept[s.proc.Pid()]; ok {
+		// Stopped while another process's event was reported.
+		delete(s.kept, s.proc.Pid())
+		return &ev, nil
+	}
 	if err := s.proc.Resume(acts); err != nil {
 		s.logf("resume: %v", err)
 		return nil, s.conn.Send(rsp.ErrorMessage("resume: " + err.Error()))

@@ -101,6 +101,11 @@ type Server struct {
 	// gdb resumed while their parent is debugged, by pid.
 	main  *inferior.Process
 	sides map[int]*inferior.Process
+	// several: the resumption in progress runs every process
+	// (runSeveral); kept are events of processes stopped by another's,
+	// reported at their next resumption.
+	several  bool
+	kept     map[int]inferior.StopEvent
 	attached bool
 	exited   bool // the process has exited; lastStop says how
 	lastStop inferior.StopEvent
