@@ -94,12 +94,14 @@ func (s *Server) focus(p *inferior.Process) {
 // runChild makes held fork child pid of holder a side process that can
 // run: gdb resumed it.
 func (s *Server) runChild(holder *inferior.Process, pid int) (*inferior.Process, error) {
-	if s.ns.on.Load() {
-		return nil, errRunHeldChild(pid)
-	}
 	q, err := holder.TakeForkChild(pid)
 	if err != nil {
 		return nil, fmt.Errorf("running fork child %d: %w", pid, err)
+	}
+	if s.ns.on.Load() {
+		if err := q.SetNonStop(true); err != nil {
+			s.logf("non-stop for %d: %v", pid, err)
+		}
 	}
 	if s.sides == nil {
 		s.sides = map[int]*inferior.Process{}
@@ -161,18 +163,33 @@ func (s *Server) resumeTarget(pkt []byte) error {
 // runEveryProcess prepares a resumption of every process: held fork
 // children become side processes.
 func (s *Server) runEveryProcess() error {
-	if s.ns.on.Load() {
-		return nil // parseResume leaves held children stopped
-	}
 	for _, p := range s.processes() {
 		for _, pid := range p.ForkChildren() {
+			if s.forkUnheard(pid) {
+				continue // parseResume leaves it stopped
+			}
 			if _, err := s.runChild(p, pid); err != nil {
 				return err
 			}
 		}
 	}
-	s.several = len(s.processes()) > 1
+	s.several = len(s.processes()) > 1 && !s.ns.on.Load()
 	return nil
+}
+
+// forkUnheard reports whether, in non-stop mode, the fork event that
+// announced child pid is still queued for gdb: gdb has not decided the
+// child's fate yet, and a resumption of every process leaves it held.
+func (s *Server) forkUnheard(pid int) bool {
+	if !s.ns.on.Load() {
+		return false
+	}
+	for _, ev := range s.ns.queue {
+		if ev.ForkChild == pid {
+			return true
+		}
+	}
+	return false
 }
 
 // resumedPids returns the processes a vCont's actions name explicitly
@@ -507,4 +524,20 @@ func actionsOf(p *inferior.Process, acts []inferior.Action) []inferior.Action {
 		}
 	}
 	return out
+}
+
+// isProcess reports whether p is one of the debugged processes.
+func (s *Server) isProcess(p *inferior.Process) bool {
+	return p != nil && slices.Contains(s.processes(), p)
+}
+
+// withFocus runs f with p current, then makes the process that was
+// current before current again, if it is still there.
+func (s *Server) withFocus(p *inferior.Process, f func()) {
+	prev := s.proc
+	s.focus(p)
+	f()
+	if prev != p && s.isProcess(prev) {
+		s.focus(prev)
+	}
 }

@@ -19,9 +19,10 @@ import (
 // notification, or as the reply to ? or vStopped), and each vStopped
 // takes it off and answers with the next one, or OK.
 type nonStopState struct {
-	on      atomic.Bool // read by the reader goroutine's dispatch
-	events  chan asyncStop
-	waiting bool // a startAsyncWait goroutine runs
+	on     atomic.Bool // read by the reader goroutine's dispatch
+	events chan asyncStop
+	// waiting: the processes a startAsyncWait goroutine waits for.
+	waiting map[*inferior.Process]bool
 	// gen counts resumptions: a NoResumed that a resumption overtook is
 	// no reason to stop waiting.
 	gen    int
@@ -39,7 +40,7 @@ type asyncStop struct {
 }
 
 func newNonStopState() nonStopState {
-	return nonStopState{events: make(chan asyncStop, 1)}
+	return nonStopState{events: make(chan asyncStop, 1), waiting: map[*inferior.Process]bool{}}
 }
 
 // qNonStop switches between all-stop (QNonStop:0) and non-stop mode.
@@ -56,8 +57,8 @@ func (s *Server) qNonStop(pkt []byte) []byte {
 		s.leaveNonStop()
 		return rsp.OK
 	}
-	if s.needProcess() {
-		if err := s.proc.SetNonStop(true); err != nil {
+	for _, p := range s.processes() {
+		if err := p.SetNonStop(true); err != nil {
 			return rsp.ErrorMessage("non-stop: " + err.Error())
 		}
 	}
@@ -79,50 +80,56 @@ func (ns *nonStopState) resetThreads() {
 func (s *Server) leaveNonStop() {
 	s.ns.on.Store(false)
 	s.ns.queue = nil
-	if !s.needProcess() {
+	procs := s.processes()
+	if len(procs) == 0 {
 		s.drainAsync()
 		return
 	}
-	if err := s.proc.Resume([]inferior.Action{{Tid: -1, Stop: true}}); err != nil {
-		s.logf("non-stop: stopping every thread: %v", err)
+	for _, p := range procs {
+		if err := p.Resume([]inferior.Action{{Tid: -1, Stop: true}}); err != nil {
+			s.logf("non-stop: stopping every thread of %d: %v", p.Pid(), err)
+		}
 	}
 	s.ns.gen++
 	s.startAsyncWait()
 	deadline := time.After(5 * time.Second)
-	for s.ns.waiting {
+	for len(s.ns.waiting) > 0 {
 		select {
 		case w := <-s.ns.events:
-			s.ns.waiting = false
-			if w.proc != s.proc || w.err != nil {
+			delete(s.ns.waiting, w.proc)
+			if !s.isProcess(w.proc) || w.err != nil {
 				break
 			}
 			switch w.ev.Kind {
 			case inferior.Exited, inferior.Killed:
-				s.noteExit(w.ev)
+				s.withFocus(w.proc, func() { s.noteExit(w.ev) })
 			case inferior.NoResumed:
 			default:
-				s.lastStop, s.haveStop = w.ev, true
-				s.startAsyncWait()
+				if w.proc == s.proc {
+					s.lastStop, s.haveStop = w.ev, true
+				}
+				s.startAsyncWaitFor(w.proc)
 			}
 		case <-deadline:
 			s.logf("non-stop: threads still running after 5 s of stopping them")
 			return
 		}
 	}
-	if s.proc != nil {
-		_ = s.proc.SetNonStop(false)
+	for _, p := range s.processes() {
+		_ = p.SetNonStop(false)
 	}
 }
 
-// drainAsync forgets a wait left over from an earlier process.
+// drainAsync forgets waits left over from an earlier process.
 func (s *Server) drainAsync() {
-	if !s.ns.waiting {
-		return
-	}
-	select {
-	case <-s.ns.events:
-		s.ns.waiting = false
-	case <-time.After(time.Second):
+	timeout := time.After(time.Second)
+	for len(s.ns.waiting) > 0 {
+		select {
+		case w := <-s.ns.events:
+			delete(s.ns.waiting, w.proc)
+		case <-timeout:
+			clear(s.ns.waiting)
+		}
 	}
 }
 
@@ -144,6 +151,14 @@ func (s *Server) resumeNonStop(pkt []byte) error {
 	if !s.needProcess() {
 		return s.conn.Send(errReply(errNoProcess))
 	}
+	if err := s.resumeTarget(pkt); err != nil {
+		s.logf("%s: %v", pkt, err)
+		return s.conn.Send(rsp.ErrorMessage(err.Error()))
+	}
+	targets := []*inferior.Process{s.proc}
+	if _, all := resumedPids(pkt); all {
+		targets = s.processes()
+	}
 	acts, ranges, err := s.parseResume(pkt)
 	if err != nil {
 		s.logf("%s: %v", pkt, err)
@@ -152,10 +167,17 @@ func (s *Server) resumeNonStop(pkt []byte) error {
 	if err := s.takeEventInFlight(); err != nil {
 		return err // the connection failed
 	}
-	if s.needProcess() {
-		acts = s.keepUnheardStops(acts)
-		s.noteActions(acts, ranges)
-		err = s.proc.Resume(acts)
+	for _, p := range targets {
+		if !s.isProcess(p) {
+			continue // gone with the event in flight
+		}
+		s.withFocus(p, func() {
+			pa := actionsOf(p, s.keepUnheardStops(acts))
+			s.noteActions(pa, ranges)
+			if rerr := p.Resume(pa); rerr != nil && err == nil {
+				err = rerr
+			}
+		})
 	}
 	s.ns.gen++
 	s.startAsyncWait()
@@ -190,17 +212,20 @@ func (s *Server) keepUnheardStops(acts []inferior.Action) []inferior.Action {
 // running for gdb, and its vCont;c must leave it to the stop (or to the
 // stub's own resumption), not resume it unreported.
 func (s *Server) takeEventInFlight() error {
-	if !s.ns.waiting || s.proc == nil {
-		return nil
+	for p := range s.ns.waiting {
+		p.CancelWait()
 	}
-	s.proc.CancelWait()
-	w := <-s.ns.events
-	s.ns.waiting = false
-	if errors.Is(w.err, inferior.ErrWaitCancelled) {
-		return nil
+	for len(s.ns.waiting) > 0 {
+		w := <-s.ns.events
+		delete(s.ns.waiting, w.proc)
+		if errors.Is(w.err, inferior.ErrWaitCancelled) {
+			continue
+		}
+		if _, err := s.handleAsync(w); err != nil { // the resumption waits again
+			return err
+		}
 	}
-	_, err := s.handleAsync(w) // the resumption waits again
-	return err
+	return nil
 }
 
 // noteActions records what each thread was asked to do, for the stops
@@ -220,14 +245,22 @@ func (s *Server) noteActions(acts []inferior.Action, ranges []rangeStep) {
 	}
 }
 
-// startAsyncWait has a goroutine wait for the process's next event, unless
-// one does already.
+// startAsyncWait has a goroutine wait for each process's next event,
+// unless one does already.
 func (s *Server) startAsyncWait() {
-	if s.ns.waiting || s.proc == nil {
+	for _, p := range s.processes() {
+		s.startAsyncWaitFor(p)
+	}
+}
+
+// startAsyncWaitFor has a goroutine wait for p's next event, unless one
+// does already.
+func (s *Server) startAsyncWaitFor(p *inferior.Process) {
+	if p == nil || s.ns.waiting[p] {
 		return
 	}
-	s.ns.waiting = true
-	p, gen := s.proc, s.ns.gen
+	s.ns.waiting[p] = true
+	gen := s.ns.gen
 	go func() {
 		ev, err := p.Wait()
 		s.ns.events <- asyncStop{proc: p, ev: ev, err: err, gen: gen}
@@ -237,24 +270,31 @@ func (s *Server) startAsyncWait() {
 // onAsyncStop handles an event found while gdb has threads running and
 // waits for the next one.
 func (s *Server) onAsyncStop(w asyncStop) error {
-	s.ns.waiting = false
+	delete(s.ns.waiting, w.proc)
 	wait, err := s.handleAsync(w)
-	if wait {
-		s.startAsyncWait()
+	if wait && s.isProcess(w.proc) {
+		s.startAsyncWaitFor(w.proc)
 	}
 	return err
 }
 
 // handleAsync reports w's event to gdb, or resumes its thread past it;
-// wait tells whether threads may still be running.
+// wait tells whether threads may still be running. The event's process
+// is current while it is handled; the one gdb selected is again after.
 func (s *Server) handleAsync(w asyncStop) (wait bool, err error) {
-	if w.proc != s.proc || s.proc == nil || !s.ns.on.Load() {
+	if !s.isProcess(w.proc) || !s.ns.on.Load() {
 		return false, nil // the process is gone or replaced, or non-stop ended
 	}
+	s.withFocus(w.proc, func() { wait, err = s.handleAsyncEvent(w) })
+	return wait, err
+}
+
+// handleAsyncEvent is handleAsync with w's process current.
+func (s *Server) handleAsyncEvent(w asyncStop) (wait bool, err error) {
 	ev := w.ev
 	if w.err != nil {
 		s.logf("wait: %v", w.err)
-		ev = inferior.StopEvent{Kind: inferior.Killed, Signal: 9}
+		ev = inferior.StopEvent{Kind: inferior.Killed, Tid: w.proc.Pid(), Signal: 9}
 	}
 	switch ev.Kind {
 	case inferior.NoResumed:
@@ -393,16 +433,18 @@ func (s *Server) vStopped([]byte) []byte {
 // gdb does not have running (the rest through vStopped), or OK.
 func (s *Server) haltReasonNonStop() []byte {
 	s.ns.queue = nil
-	running := s.proc.ResumedThreads()
-	for _, tid := range s.proc.Threads() {
-		if running[tid] {
-			continue
+	for _, p := range s.processes() {
+		running := p.ResumedThreads()
+		for _, tid := range p.Threads() {
+			if running[tid] {
+				continue
+			}
+			ev := inferior.StopEvent{Kind: inferior.SignalStop, Tid: tid}
+			if tid == s.lastStop.Tid {
+				ev = s.lastStop
+			}
+			s.ns.queue = append(s.ns.queue, ev)
 		}
-		ev := inferior.StopEvent{Kind: inferior.SignalStop, Tid: tid}
-		if tid == s.lastStop.Tid {
-			ev = s.lastStop
-		}
-		s.ns.queue = append(s.ns.queue, ev)
 	}
 	if len(s.ns.queue) == 0 {
 		return rsp.OK

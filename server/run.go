@@ -79,9 +79,10 @@ func (s *Server) parseResume(pkt []byte) ([]inferior.Action, []rangeStep, error)
 	var ranges []rangeStep
 	held := s.proc.ForkChildren()
 	if s.ns.on.Load() {
-		// In non-stop mode an action for every process leaves a held
-		// child stopped (gdb decides its fate with the fork event it
-		// is handling); only one naming the child is refused.
+		// In non-stop mode an action for every process leaves stopped
+		// a held child whose fork event gdb has not acknowledged (gdb
+		// decides its fate with that event); the others became
+		// processes of their own in resumeTarget.
 		held = nil
 	}
 	for _, f := range strings.Split(str[len("vCont;"):], ";") {
@@ -371,8 +372,8 @@ func (s *Server) stopReply(ev inferior.StopEvent) []byte {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "T%02x%sthread:%s;", HostToGDBSignal(ev.Signal), syscallStopField(ev), s.threadID(ev.Tid))
-	if s.proc != nil {
-		if regs, err := s.proc.Registers(ev.Tid); err == nil {
+	if p, held := s.owner(ev.Tid); p != nil && !held {
+		if regs, err := p.Registers(ev.Tid); err == nil {
 			for _, n := range []int{tdesc.RBP, tdesc.RSP, tdesc.RIP} {
 				var v [8]byte
 				binary.LittleEndian.PutUint64(v[:], regs.Uint64(n))
