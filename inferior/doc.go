@@ -187,9 +187,14 @@
 // registers and memory can be read and written (gdb fixes up a child
 // that forked during a displaced step), and DetachForkChild, KillForkChild or
 // FollowForkChild decide its fate. FollowForkChild detaches the parent and
-// turns this Process into the child's (follow-fork-mode child). A held
-// child never runs while its parent is debugged: one Process debugs one
-// process at a time. The parent of a vfork reports VForkDone once the
+// turns this Process into the child's (follow-fork-mode child).
+// TakeForkChild hands a held child over to a Process of its own, so that
+// it runs while its parent is debugged (forktake.go): since ptrace ties it
+// to this tracer thread, it is detached and attached again by the new
+// Process's thread, waiting in between in rt_sigsuspend with every signal
+// blocked, run at a syscall instruction of its vDSO (nothing of its code
+// or stack written but one word below its red zone, put back), its
+// registers restored once attached. The parent of a vfork reports VForkDone once the
 // child has exec'd or exited. An exec is reported as a SIGTRAP stop
 // with Exec set; breakpoints, internal traps, code patches and debug
 // registers are forgotten, since the new program image has none of them.

@@ -24,11 +24,9 @@ import (
 //     the process this stub debugs (Process.FollowForkChild);
 //   - detach-on-fork off: the child stays held (listed as a thread of its
 //     own process, its registers and memory readable and writable: gdb
-//     restores a displaced step's scratch bytes there) until gdb detaches
-//     or kills it, or detaches the parent (the child is then followed).
-//
-// Running a held child while its parent is debugged needs a stub that
-// debugs several processes at once; gotpstub does not, and says so.
+//     restores a displaced step's scratch bytes there) until gdb resumes
+//     it (it then becomes a side process: multiproc.go), detaches or kills
+//     it, or detaches the parent (the child is then followed).
 
 // heldBreakpoint is a Z packet gdb sent for a held fork child.
 type heldBreakpoint struct {
@@ -74,10 +72,9 @@ func (s *Server) negotiatedForks() (fork, vfork bool) {
 
 // applyForkReporting tells the process which forks gdb wants reported.
 func (s *Server) applyForkReporting() {
-	if s.proc == nil {
-		return
+	for _, p := range s.processes() {
+		p.SetReportForks(s.reportingForks())
 	}
-	s.proc.SetReportForks(s.reportingForks())
 }
 
 // reportingForks is what the connected gdb negotiated.
@@ -92,11 +89,10 @@ func (s *Server) reportingForks() (fork, vfork bool) {
 // undebugged (gdb went away: nobody would decide for them).
 func (s *Server) releaseHeldForks() {
 	s.heldBps = nil
-	if s.proc == nil || s.exited {
-		return
+	for _, p := range s.processes() {
+		p.SetReportForks(false, false)
+		p.DetachForkChildren()
 	}
-	s.proc.SetReportForks(false, false)
-	s.proc.DetachForkChildren()
 }
 
 // heldChild returns the held fork child Hg selected, or 0.
@@ -108,12 +104,6 @@ func (s *Server) heldChild() int {
 		return s.gThread
 	}
 	return 0
-}
-
-// errRunHeldChild is the error for resuming a held fork child (alone, or
-// with every process, as schedule-multiple does).
-func errRunHeldChild(pid int) error {
-	return fmt.Errorf("process %d is a fork child held for gdb: gotpstub runs one process at a time (detach it, or detach its parent to follow it)", pid)
 }
 
 // heldBreakpointPacket records a Z/z packet for a held child: its memory has

@@ -767,11 +767,11 @@ func (s *Server) qPassSignals(pkt []byte) []byte {
 		return errReply(errBadPacket)
 	}
 	s.passSignals = m
-	if s.proc != nil {
+	for _, p := range s.processes() {
 		// The process hands these straight back to the thread they
 		// stopped; the rest come here (resume's passOn covers the
 		// cases it leaves to us: a thread gdb is stepping, faults).
-		s.proc.SetPassSignals(m)
+		p.SetPassSignals(m)
 	}
 	return rsp.OK
 }

@@ -77,33 +77,19 @@ func (s *Server) parseResume(pkt []byte) ([]inferior.Action, []rangeStep, error)
 	// vCont;ACTION[:TID];...
 	var acts []inferior.Action
 	var ranges []rangeStep
-	held := s.proc.ForkChildren()
-	if s.ns.on.Load() {
-		// In non-stop mode an action for every process leaves stopped
-		// a held child whose fork event gdb has not acknowledged (gdb
-		// decides its fate with that event); the others became
-		// processes of their own in resumeTarget.
-		held = nil
-	}
+	// A held fork child a vCont resumes was made a process of its own
+	// by resumeTarget (non-stop leaves held a child whose fork gdb has
+	// not acknowledged; an action for every process does not run it).
 	for _, f := range strings.Split(str[len("vCont;"):], ";") {
 		if f == "" {
 			continue
 		}
 		act, tidStr, hasTid := strings.Cut(f, ":")
 		tid := -1
-		if !hasTid && len(held) > 0 {
-			return nil, nil, errRunHeldChild(held[0])
-		}
 		if hasTid {
-			pid, t, err := rsp.ParseThreadID(tidStr)
+			_, t, err := rsp.ParseThreadID(tidStr)
 			if err != nil {
 				return nil, nil, fmt.Errorf("bad thread id %q: %w", tidStr, err)
-			}
-			if pid < 0 && len(held) > 0 {
-				return nil, nil, errRunHeldChild(held[0])
-			}
-			if pid > 0 && int(pid) != s.proc.Pid() && s.proc.IsForkChild(int(pid)) {
-				return nil, nil, errRunHeldChild(int(pid))
 			}
 			tid = int(t)
 			if tid == 0 {
