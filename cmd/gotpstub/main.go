@@ -345,7 +345,7 @@ func run(args []string) int {
 		ThreadLaneAhead:      o.threadLaneAhead,
 		FtraceShapes:         o.ftraceShapes,
 		LivePatch:            o.livePatch,
-		Progress:             os.Stderr,
+		Progress:             newProgressSpool(os.Stderr),
 	}
 	if o.debug {
 		cfg.Log = logw
