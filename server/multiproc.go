@@ -541,3 +541,12 @@ func (s *Server) withFocus(p *inferior.Process, f func()) {
 		s.focus(prev)
 	}
 }
+
+// traced returns the process the trace experiment's code lives in: the
+// main one, whichever process is current.
+func (s *Server) traced() *inferior.Process {
+	if s.main != nil {
+		return s.main
+	}
+	return s.proc
+}

@@ -376,13 +376,14 @@ func (s *Server) flushTraps() {
 // is stopped as a whole; otherwise every running thread is paused
 // (paused) until done, which logs what the change cost (--timing).
 func (s *Server) holdForCodeChange(what string) (done func(), paused bool) {
-	if s.proc.CanPatchLive() {
-		before := s.proc.LiveStats()
-		s.proc.ResetLongestHold()
+	p := s.traced()
+	if p.CanPatchLive() {
+		before := p.LiveStats()
+		p.ResetLongestHold()
 		start := time.Now()
-		return func() { s.logLive(what, before, start) }, false
+		return func() { s.logLive(p, what, before, start) }, false
 	}
-	release := s.proc.Pause()
+	release := p.Pause()
 	return func() { s.logPause(what, release()) }, true
 }
 
@@ -396,12 +397,12 @@ func (s *Server) logPause(what string, d time.Duration) {
 // logLive records, for a packet that changed code with threads running,
 // how long it took and the longest stop of any thread for it (before:
 // the counts when it began).
-func (s *Server) logLive(what string, before inferior.LiveStats, start time.Time) {
+func (s *Server) logLive(p *inferior.Process, what string, before inferior.LiveStats, start time.Time) {
 	w := s.timingLog()
 	if w == nil {
 		return
 	}
-	after := s.proc.LiveStats()
+	after := p.LiveStats()
 	fmt.Fprintf(w, "gotpstub: non-stop: %s changed code live in %.0f µs: %d patches, %d threads checked, %d moved, %d sent on from an int3, %d parked; longest thread stop %.0f µs (%.0f µs not counting its wait for a CPU)\n",
 		what, float64(time.Since(start).Nanoseconds())/1e3, after.Patches-before.Patches, after.Checked-before.Checked,
 		after.Moved-before.Moved, after.Redirected-before.Redirected, after.Parked-before.Parked,

@@ -568,7 +568,8 @@ func (s *Server) insertBreakpoint(pkt []byte) []byte {
 			return rsp.ErrorMessage(err.Error())
 		}
 	}
-	if exec {
+	traced := s.proc == s.traced() // the process tracepoints are in
+	if exec && traced {
 		// A fast tracepoint's jump over addr becomes a trap first.
 		if err := s.traps.BreakpointInserted(addr); err != nil {
 			s.logf("Z %x: %v", addr, err)
@@ -578,7 +579,7 @@ func (s *Server) insertBreakpoint(pkt []byte) []byte {
 	}
 	if err := s.proc.InsertBreakpoint(kind, addr, size); err != nil {
 		s.logf("Z %x: %v", addr, err)
-		if exec {
+		if exec && traced {
 			s.traps.BreakpointRemoved(addr)
 		}
 		return errReply(errMemory)
@@ -605,7 +606,9 @@ func (s *Server) removeBreakpoint(pkt []byte) []byte {
 		return errReply(errMemory)
 	}
 	if kind == inferior.SoftwareBreakpoint || kind == inferior.HardwareBreakpoint {
-		s.traps.BreakpointRemoved(addr)
+		if s.proc == s.traced() {
+			s.traps.BreakpointRemoved(addr)
+		}
 		s.setBreakpointConds(addr, nil)
 	}
 	return rsp.OK
