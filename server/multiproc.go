@@ -177,10 +177,16 @@ func (s *Server) runEveryProcess() error {
 	return nil
 }
 
-// forkUnheard reports whether, in non-stop mode, the fork event that
-// announced child pid is still queued for gdb: gdb has not decided the
-// child's fate yet, and a resumption of every process leaves it held.
+// forkUnheard reports whether the fork event that announced child pid
+// has not reached gdb yet: queued for gdb in non-stop mode, or kept for a
+// process stopped by another's event. gdb has not decided the child's
+// fate, and a resumption of every process leaves it held.
 func (s *Server) forkUnheard(pid int) bool {
+	for _, ev := range s.kept {
+		if ev.ForkChild == pid {
+			return true
+		}
+	}
 	if !s.ns.on.Load() {
 		return false
 	}

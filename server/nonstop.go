@@ -151,8 +151,18 @@ func (s *Server) resumeNonStop(pkt []byte) error {
 	if !s.needProcess() {
 		return s.conn.Send(errReply(errNoProcess))
 	}
+	// An event taken from a process but not yet handled goes to gdb's
+	// queue first: its thread stays stopped, and a fork child it
+	// announces stays held.
+	if err := s.takeEventInFlight(); err != nil {
+		return err // the connection failed
+	}
+	if !s.needProcess() {
+		return s.conn.Send(errReply(errNoProcess))
+	}
 	if err := s.resumeTarget(pkt); err != nil {
 		s.logf("%s: %v", pkt, err)
+		s.startAsyncWait()
 		return s.conn.Send(rsp.ErrorMessage(err.Error()))
 	}
 	targets := []*inferior.Process{s.proc}
@@ -162,10 +172,8 @@ func (s *Server) resumeNonStop(pkt []byte) error {
 	acts, ranges, err := s.parseResume(pkt)
 	if err != nil {
 		s.logf("%s: %v", pkt, err)
+		s.startAsyncWait()
 		return s.conn.Send(rsp.ErrorMessage(err.Error()))
-	}
-	if err := s.takeEventInFlight(); err != nil {
-		return err // the connection failed
 	}
 	for _, p := range targets {
 		if !s.isProcess(p) {
