@@ -17,22 +17,28 @@ import (
 // this one is (Close detaches it; otherwise Close kills it).
 //
 // ptrace ties a tracee to its tracer thread, so the child must be
-// detached and attached again. In between it waits in rt_sigsuspend with
-// every signal blocked, run at a syscall instruction of its vDSO (its
-// code and stack are not written): a signal arriving meanwhile stays
-// pending and is delivered once the child runs as before, and the
-// attach's SIGSTOP, which cannot be blocked, ends the wait.
+// detached and attached again. In between it waits in pause, run at a
+// syscall instruction of its vDSO, with every signal blocked: its mask is
+// set by rt_sigprocmask run in it before, and put back by the new tracer
+// (its code is not written; of its stack only two words below the red
+// zone, put back). A signal sent meanwhile stays pending and is delivered
+// once the child runs as before; the attach's SIGSTOP, which cannot be
+// blocked, ends the wait. A signal already due to the child when it is
+// handed over is reported by the new Process as a stop (its siginfo is
+// lost).
 func (p *Process) TakeForkChild(pid int) (*Process, error) {
 	var park parkedChild
 	var fork, vfork bool
+	var pending []int
 	err := p.do(func() error {
 		if p.forks[pid] == nil {
 			return fmt.Errorf("run %d: %w", pid, ErrNotForkChild)
 		}
 		fork, vfork = p.reportFork, p.reportVFork
 		var err error
-		park, err = parkForHandOver(pid)
+		park, pending, err = parkForHandOver(pid)
 		if err != nil {
+			// Left held, as far as it can be.
 			return fmt.Errorf("handing over fork child %d: %w", pid, err)
 		}
 		delete(p.forks, pid)
@@ -43,6 +49,9 @@ func (p *Process) TakeForkChild(pid int) (*Process, error) {
 	})
 	if err != nil {
 		return nil, err
+	}
+	if handOverHook != nil {
+		handOverHook(pid)
 	}
 	q := newProcess()
 	q.pid = pid
@@ -57,6 +66,9 @@ func (p *Process) TakeForkChild(pid int) (*Process, error) {
 			return err
 		}
 		q.recordStopPCs()
+		for _, sig := range pending {
+			q.pending = append(q.pending, StopEvent{Kind: SignalStop, Tid: pid, Signal: sig})
+		}
 		return nil
 	})
 	if err != nil {
@@ -67,6 +79,9 @@ func (p *Process) TakeForkChild(pid int) (*Process, error) {
 	}
 	return q, nil
 }
+
+// handOverHook, set by tests, runs while a fork child is between tracers.
+var handOverHook func(pid int)
 
 // gadgetOf finds a syscall instruction in pid's executable mappings (its
 // vDSO first), reading its memory through /proc.

@@ -2,6 +2,9 @@ package inferior
 
 import (
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"gotpstub/tdesc"
 )
@@ -81,5 +84,32 @@ func TestTakeForkChild(t *testing.T) {
 				t.Errorf("parent end %+v, want exit %d (its child's status seen)", ev, tc.parentExit)
 			}
 		})
+	}
+}
+
+// TestTakeForkChildKeepsSignals: a signal sent to a fork child while it
+// is between tracers (SIGUSR1, whose default action would kill it) waits
+// blocked, and is reported by the new Process once the child runs again.
+func TestTakeForkChildKeepsSignals(t *testing.T) {
+	p, ev, _ := forkStop(t, "fork")
+	child := ev.ForkChild
+	handOverHook = func(pid int) {
+		_ = unix.Kill(pid, unix.SIGUSR1)
+		time.Sleep(20 * time.Millisecond) // time to die, if it could
+	}
+	defer func() { handOverHook = nil }()
+	q, err := p.TakeForkChild(child)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	resumeAll(t, q)
+	ev = wait(t, q)
+	if ev.Kind != SignalStop || ev.Signal != int(unix.SIGUSR1) || ev.Tid != child {
+		t.Fatalf("child event %+v, want its SIGUSR1", ev)
+	}
+	resumeAll(t, q) // the signal is not passed on
+	if ev := wait(t, q); ev.Kind != Exited || ev.ExitCode != 3 {
+		t.Fatalf("child end %+v, want exit 3", ev)
 	}
 }
