@@ -13,7 +13,7 @@
 #                 checkout, shared live and read-write at the same path); exit
 #                 status, stdout and stderr are CMD's.  Boots the VM if needed.
 #   e2e           cross-compile the Go test packages listed in E2E_PACKAGES
-#                 (below) for arm64 on the host and run them in the VM;
+#                 (a variable near the top of this script) for arm64 on the host and run them in the VM;
 #                 exit status 0 iff all pass.  Last line: "e2e: N passed, M failed".
 #   suite TEST... run GDB testsuite files (gdb.base/break.exp, gdb.trace, ...) in
 #                 the VM with /work/shared/gdbsuite/run-suite.sh, against the
@@ -36,9 +36,11 @@
 #   ARM64_VM_BOOT_TIMEOUT   seconds to wait for a booted VM's ssh [300]
 #   ARM64_VM_BUILD_TIMEOUT  seconds for the image's first (install) boot [5400]
 #   ARM64_VM_RUN_TIMEOUT    seconds for one `run` command, 0 = none [0]
-#   ARM64_VM_E2E_FLAGS      flags for the test binaries [-test.v -test.timeout=30m]
+#   ARM64_VM_E2E_FLAGS      flags for the test binaries [-test.v -test.short -test.timeout=30m]
 #   ARM64_VM_SUITE_OUT      results of `suite` on the host [/tmp/gotpstub-arm64-suite]
 #   ARM64_VM_SUITE_FLAGS    extra run-suite.sh options [--timeout 1200]
+#   ARM64_VM_SUITE_STUB     test this stub (a path in the VM) instead of building
+#                           bin/gotpstub-arm64 [none]
 #   ARM64_VM_KEEP [1]  ARM64_VM_QUIET [0]
 #
 # Exit status of the script itself when it cannot do its job: 125 (VM cannot
@@ -68,7 +70,8 @@ GUEST_FILES="initramfs-init guest-init guest-build guest-inittab guest-sshd.conf
 
 # The Go test packages `e2e` cross-compiles and runs in the VM, one test binary
 # each, run in its package directory.  Add the arm64 e2e package here when
-# there is one, e.g. E2E_PACKAGES="./jit/ ./e2e/".
+# there is one, e.g. E2E_PACKAGES="./jit/ ./e2e/".  They run with
+# ARM64_VM_E2E_FLAGS, default -test.short: see "e2e" in scripts/arm64-vm/README.md.
 E2E_PACKAGES="./jit/"
 
 # ---------------------------------------------------------------- settings
@@ -376,19 +379,24 @@ BOOTED_HERE=0
 # Make sure the VM runs (building the image first if needed).
 ensure_vm() {
     local pid
-    if pid=$(vm_pid); then
-        [ "$(cat "$VMDIR/checkout")" = "$ROOT" ] ||
-            die "the VM (pid $pid) runs for the checkout $(cat "$VMDIR/checkout"), not $ROOT; stop it first: $0 stop"
-        [ "$(cat "$VMDIR/image")" = "$IMG" ] ||
-            log "warning: the VM runs an older image ($(cat "$VMDIR/image")); '$0 stop' to boot the new one"
-        return 0
-    fi
+    if pid=$(vm_pid) && [ -S "$VMDIR/ssh-master" ]; then check_vm "$pid"; return 0; fi
     lock
-    if ! vm_pid >/dev/null; then
+    if pid=$(vm_pid); then
+        check_vm "$pid"
+        # The master connection is gone (the VM did not answer for a while?)
+        vm_ssh -O check </dev/null >/dev/null 2>&1 || start_ssh_master
+    else
         build_image
         boot_vm
     fi
     unlock
+}
+check_vm() {
+    [ "$(cat "$VMDIR/checkout")" = "$ROOT" ] ||
+        die "the VM (pid $1) runs for the checkout $(cat "$VMDIR/checkout"), not $ROOT; stop it first: $0 stop"
+    [ "$(cat "$VMDIR/image")" = "$IMG" ] ||
+        log "warning: the VM runs an older image ($(cat "$VMDIR/image")); '$0 stop' to boot the new one"
+    return 0
 }
 
 # Start the VM from $IMG and wait for its ssh.  Caller holds the lock.
@@ -463,7 +471,9 @@ trap on_exit EXIT
 # Timeout $2 seconds (0: none).  Returns its exit status; 125/124 on VM trouble.
 vm_exec() {
     local cmd t=${2:-0} rc=0
-    cmd="cd $(printf '%q' "$ROOT") && $1"
+    # Not "cd && CMD": bash would exec CMD, and a CMD killed by a signal would
+    # come back as ssh's 255; this way it is 128+signal, as in a local shell.
+    cmd="cd $(printf '%q' "$ROOT") || exit 125; $1; exit \$?"
     if [ "$t" != 0 ]; then
         # Inside the VM (so the command is really stopped), and outside (a hung VM).
         cmd="timeout -k 10 $t bash -c $(printf '%q' "$cmd")"
@@ -531,7 +541,7 @@ cmd_run() {
 cmd_e2e() {
     local pkg name bin rc out flags t0 passed=0 failed=0 p f secs
     out=$ROOT/bin/arm64-e2e
-    flags=${ARM64_VM_E2E_FLAGS:--test.v -test.timeout=30m}
+    flags=${ARM64_VM_E2E_FLAGS:--test.v -test.short -test.timeout=30m}
     mkdir -p "$out"
     command -v go >/dev/null || die "no go on the host (looked in PATH and /usr/local/go/bin)"
     for pkg in $E2E_PACKAGES; do
@@ -567,52 +577,78 @@ cmd_e2e() {
 cmd_suite() {
     [ $# -gt 0 ] || { usage >&2; exit 2; }
     local out=${ARM64_VM_SUITE_OUT:-/tmp/gotpstub-arm64-suite}
-    local gout=/tmp/arm64-suite              # in the VM (a tmpfs)
     local harness=${ARM64_VM_HARNESS:-$SHARED/gdbsuite/run-suite.sh}
-    local flags=${ARM64_VM_SUITE_FLAGS:---timeout 1200}
-    local tests built=1 gs_rc=0 gp_rc=0 gs_pass lost why
+    local built=1 gs_rc=0 gp_rc=0 gs_pass lost why
     [ -f "$harness" ] || die "no harness $harness (set ARM64_VM_SHARED or ARM64_VM_HARNESS)"
     case "$harness" in "$SHARED"/*|"$ROOT"/*) ;; *) die "the harness must be under $SHARED or $ROOT to be seen in the VM" ;; esac
-    tests=$(printf '%q ' "$@")
     rm -rf "$out"
     mkdir -p "$out"
 
-    log "GOARCH=arm64 go build -o bin/gotpstub-arm64 ./cmd/gotpstub"
-    if ! (cd "$ROOT" && GOARCH=arm64 go build -o bin/gotpstub-arm64 ./cmd/gotpstub) >"$out/gotpstub-build.log" 2>&1; then
-        built=0
-        rm -f "$ROOT/bin/gotpstub-arm64"
+    local stub=${ARM64_VM_SUITE_STUB:-}
+    if [ -n "$stub" ]; then
+        log "the stub under test is $stub (ARM64_VM_SUITE_STUB; a path in the VM), not built here"
+    else
+        stub=bin/gotpstub-arm64
+        log "GOARCH=arm64 go build -o bin/gotpstub-arm64 ./cmd/gotpstub"
+        if ! (cd "$ROOT" && GOARCH=arm64 go build -o bin/gotpstub-arm64 ./cmd/gotpstub) >"$out/gotpstub-build.log" 2>&1; then
+            built=0
+            rm -f "$ROOT/bin/gotpstub-arm64"
+        fi
     fi
     ensure_vm
+    vm_exec "rm -rf $SUITE_GOUT/gdbserver $SUITE_GOUT/gotpstub" 0 </dev/null
 
-    # The VM's gdbserver first: it is the baseline.
-    echo "=== gdbserver (arm64 VM)"
-    # shellcheck disable=SC2086 # flags are words
-    vm_exec "GDBSUITE_CACHE=/var/cache/gdbsuite bash $(printf '%q' "$harness") --stub /usr/bin/gdbserver --out $gout/gdbserver $flags $tests" 0 || gs_rc=$?
-    fetch_results "$gout/gdbserver" "$out/gdbserver"
-    [ -f "$out/gdbserver/gdb.sum" ] || { echo "gdbserver's run left no gdb.sum (status $gs_rc)"; echo "lost ? PASS"; return 1; }
+    # The VM's gdbserver first: its gdb.sum is the baseline.
+    echo "=== gdbserver (/usr/bin/gdbserver in the arm64 VM)"
+    run_harness "$harness" gdbserver /usr/bin/gdbserver "" "$@" || gs_rc=$?
+    fetch_results "$SUITE_GOUT/gdbserver" "$out/gdbserver"
+    if [ ! -f "$out/gdbserver/gdb.sum" ]; then
+        echo "gdbserver's run left no gdb.sum (status $gs_rc)"
+        echo "lost ? PASS"
+        return 1
+    fi
     gs_pass=$(grep -c '^PASS: ' "$out/gdbserver/gdb.sum" || true)
 
     if [ "$built" = 1 ]; then
-        echo "=== gotpstub (bin/gotpstub-arm64, arm64 VM)"
-        # shellcheck disable=SC2086
-        vm_exec "GDBSUITE_CACHE=/var/cache/gdbsuite bash $(printf '%q' "$harness") --stub bin/gotpstub-arm64 --out $gout/gotpstub --baseline $gout/gdbserver/gdb.sum $flags $tests" 0 || gp_rc=$?
-        fetch_results "$gout/gotpstub" "$out/gotpstub"
+        echo "=== gotpstub ($stub in the arm64 VM)"
+        run_harness "$harness" gotpstub "$stub" "$SUITE_GOUT/gdbserver/gdb.sum" "$@" || gp_rc=$?
+        fetch_results "$SUITE_GOUT/gotpstub" "$out/gotpstub"
         if [ -f "$out/gotpstub/lost-passes.txt" ]; then
             lost=$(wc -l <"$out/gotpstub/lost-passes.txt")
         else
-            echo "gotpstub's run left no results (status $gp_rc): counting every gdbserver PASS as lost"
+            echo "gotpstub's run left no results (status $gp_rc): every gdbserver PASS ($gs_pass) counts as lost"
             lost=$gs_pass
         fi
     else
         why=$(grep -v '^#' "$out/gotpstub-build.log" | head -n 3 | tr '\n' ' ')
-        echo "gotpstub does not build for arm64: ${why:-see $out/gotpstub-build.log} (full log: $out/gotpstub-build.log)"
+        echo "gotpstub does not build for arm64: ${why:-see the log} (full log: $out/gotpstub-build.log)"
         echo "every gdbserver PASS ($gs_pass) counts as lost"
         lost=$gs_pass
     fi
-    echo "results: $out (gdbserver/, gotpstub/: gdb.sum gdb.log summary.txt summary.tsv)"
-    [ "$gs_rc" != 2 ] || echo "warning: the gdbserver run had a setup error (status 2)"
+    echo "results: $out/gdbserver/$([ -d "$out/gotpstub" ] && echo " $out/gotpstub/") (gdb.sum gdb.log summary.txt summary.tsv ...)"
+    [ "$gs_rc" != 2 ] || echo "warning: the gdbserver run had a setup error (run-suite.sh status 2)"
     echo "lost $lost PASS"
     [ "$built" = 1 ] && [ "$lost" = 0 ] && [ "$gs_rc" != 2 ]
+}
+
+# run_harness HARNESS NAME STUB BASELINE TEST...: run-suite.sh in the VM, its
+# output in $SUITE_GOUT/NAME.  The gdb source is the one in the image
+# (GDBSUITE_CACHE); the testsuite's configure (run anew for every run-suite.sh
+# run, ~45 s under TCG) keeps its autoconf cache in $SUITE_GOUT while the VM
+# runs (CONFIG_SITE; ARM64_VM_SUITE_CONFIG_CACHE=0: not).
+SUITE_GOUT=/tmp/arm64-suite                 # in the VM (a tmpfs)
+run_harness() {
+    local harness=$1 name=$2 stub=$3 baseline=$4 env
+    shift 4
+    local flags=${ARM64_VM_SUITE_FLAGS:---timeout 1200}
+    env="GDBSUITE_CACHE=/var/cache/gdbsuite"
+    if [ "${ARM64_VM_SUITE_CONFIG_CACHE:-1}" = 1 ]; then
+        env="$env CONFIG_SITE=$SUITE_GOUT/config.site"
+        vm_exec "mkdir -p $SUITE_GOUT && echo cache_file=$SUITE_GOUT/config.cache >$SUITE_GOUT/config.site" 0 </dev/null
+    fi
+    # shellcheck disable=SC2086 # flags are words
+    vm_exec "$env bash $(printf '%q' "$harness") --stub $(printf '%q' "$stub") --out $SUITE_GOUT/$name \
+        ${baseline:+--baseline $baseline} $flags $(printf '%q ' "$@")" 0 </dev/null
 }
 
 # Copy a run-suite.sh output directory's result files from the VM ($1) to the host ($2).
