@@ -331,13 +331,8 @@ func (s *Server) killOneOfSeveral(pkt []byte) []byte {
 	if q := s.sideByPid(pid); q != nil {
 		return s.killSide(q)
 	}
-	if holder, held := s.owner(pid); held && holder != s.proc {
-		if err := holder.KillForkChild(pid); err != nil {
-			s.logf("kill %d: %v", pid, err)
-			return errReply(errNoProcess)
-		}
-		delete(s.heldBps, pid)
-		return rsp.OK
+	if reply := s.releaseHeldElsewhere(pid, "kill", (*inferior.Process).KillForkChild); reply != nil {
+		return reply
 	}
 	if s.main == nil || pid != s.main.Pid() || len(s.sides) == 0 {
 		return nil
@@ -360,14 +355,11 @@ func (s *Server) detachOneOfSeveral(pid int) []byte {
 	if q := s.sideByPid(pid); q != nil {
 		return s.detachSide(q)
 	}
-	if holder, held := s.owner(pid); held && holder != s.proc {
-		if err := holder.DetachForkChild(pid); err != nil {
-			s.logf("detach %d: %v", pid, err)
-			return errReply(errNoProcess)
+	if reply := s.releaseHeldElsewhere(pid, "detach", (*inferior.Process).DetachForkChild); reply != nil {
+		if string(reply) == string(rsp.OK) {
+			s.progressf("Detaching from process %d\n", pid)
 		}
-		delete(s.heldBps, pid)
-		s.progressf("Detaching from process %d\n", pid)
-		return rsp.OK
+		return reply
 	}
 	if s.main == nil || pid != s.main.Pid() || len(s.sides) == 0 || len(s.main.ForkChildren()) > 0 {
 		return nil
@@ -381,6 +373,22 @@ func (s *Server) detachOneOfSeveral(pid int) []byte {
 	}
 	s.progressf("Detaching from process %d\n", pid)
 	s.mainLeaves()
+	return rsp.OK
+}
+
+// releaseHeldElsewhere kills or detaches (release) pid when it is a fork
+// child held by a process other than the current one (the current one's
+// are killForked's and detachForked's). It returns nil otherwise.
+func (s *Server) releaseHeldElsewhere(pid int, what string, release func(*inferior.Process, int) error) []byte {
+	holder, held := s.owner(pid)
+	if !held || holder == s.proc {
+		return nil
+	}
+	if err := release(holder, pid); err != nil {
+		s.logf("%s %d: %v", what, pid, err)
+		return errReply(errNoProcess)
+	}
+	delete(s.heldBps, pid)
 	return rsp.OK
 }
 
