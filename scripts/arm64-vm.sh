@@ -75,7 +75,7 @@ GUEST_FILES="initramfs-init guest-init guest-build guest-inittab guest-sshd.conf
 E2E_PACKAGES="./jit/"
 
 # ---------------------------------------------------------------- settings
-CACHE=${ARM64_VM_CACHE:-$HOME/.cache/gotpstub-arm64-vm}
+CACHE=${ARM64_VM_CACHE:-${HOME:-/root}/.cache/gotpstub-arm64-vm}
 SHARED=${ARM64_VM_SHARED:-$(dirname "$ROOT")/shared}
 CPU=${ARM64_VM_CPU:-max,pauth-impdef=on}
 SMP=${ARM64_VM_SMP:-2}
