@@ -76,6 +76,7 @@ fuzz sdt FuzzParseNotes 300000x
 fuzz sdt FuzzParseArgs 300000x
 fuzz server FuzzParseBreakpointConds 300000x
 fuzz server FuzzParseCatchSyscalls 300000x
+fuzz server FuzzResumedPids 300000x
 
 if command -v qemu-aarch64 >/dev/null 2>&1; then
 	echo "== arm64 JIT backend under qemu-aarch64"

@@ -30,3 +30,21 @@ func TestResumedPids(t *testing.T) {
 		}
 	}
 }
+
+// FuzzResumedPids: any packet parses without a panic into distinct
+// positive pids.
+func FuzzResumedPids(f *testing.F) {
+	for _, s := range []string{"vCont;c", "vCont;c:p10.-1;s:p20.21", "vCont;c:p-1.-1", "vCont;C05:pzz", "vCont;;r1,2:p3.4"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, pkt []byte) {
+		pids, _ := resumedPids(pkt)
+		seen := map[int]bool{}
+		for _, pid := range pids {
+			if pid <= 0 || seen[pid] {
+				t.Fatalf("%q: pids %v", pkt, pids)
+			}
+			seen[pid] = true
+		}
+	})
+}
