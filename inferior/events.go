@@ -196,7 +196,7 @@ func (p *Process) handleStop(t *thread, ws unix.WaitStatus) {
 		// tracepoints kept stopping every thread.
 		t.sigstopExpected = false
 		t.interrupted = true
-		p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(unix.SIGINT)})
+		p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(unix.SIGINT), Interrupted: true})
 	case sig == unix.SIGSTOP && t.sigstopExpected:
 		t.sigstopExpected = false
 		if t.drGen != p.drGen {
@@ -926,7 +926,7 @@ func (p *Process) stepThread(t *thread, qs queuedSignal) (bool, error) {
 			// ours (handleStop): reported.
 			t.sigstopExpected = false
 			t.interrupted = true
-			p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(unix.SIGINT)})
+			p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(unix.SIGINT), Interrupted: true})
 			return false, nil
 		case s == unix.SIGSTOP && t.sigstopExpected:
 			t.sigstopExpected = false

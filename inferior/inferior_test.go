@@ -730,8 +730,8 @@ func TestInterrupt(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	p.Interrupt()
 	ev := wait(t, p)
-	if ev.Kind != SignalStop || ev.Signal != int(unix.SIGINT) || ev.Tid != p.Pid() {
-		t.Fatalf("event %+v, want SIGINT on %d", ev, p.Pid())
+	if ev.Kind != SignalStop || ev.Signal != int(unix.SIGINT) || ev.Tid != p.Pid() || !ev.Interrupted {
+		t.Fatalf("event %+v, want Interrupt's SIGINT on %d", ev, p.Pid())
 	}
 	if si, err := p.Siginfo(ev.Tid); err != nil || binary.LittleEndian.Uint32(si) != uint32(unix.SIGINT) {
 		t.Errorf("siginfo of the interrupt stop: % x, %v", si, err)
@@ -745,11 +745,18 @@ func TestInterrupt(t *testing.T) {
 	if a != b || binary.LittleEndian.Uint32(a[:]) == 0 {
 		t.Errorf("counter %x then %x", a, b)
 	}
-	// Resuming without the signal runs on; interrupt again.
+	// Resuming without the signal runs on; a SIGINT the program gets
+	// is not an interrupt; interrupt again.
+	resumeAll(t, p)
+	time.Sleep(20 * time.Millisecond)
+	_ = unix.Kill(p.Pid(), unix.SIGINT)
+	if ev := wait(t, p); ev.Signal != int(unix.SIGINT) || ev.Interrupted {
+		t.Fatalf("the program's own SIGINT: %+v", ev)
+	}
 	resumeAll(t, p)
 	time.Sleep(20 * time.Millisecond)
 	p.Interrupt()
-	if ev := wait(t, p); ev.Signal != int(unix.SIGINT) {
+	if ev := wait(t, p); ev.Signal != int(unix.SIGINT) || !ev.Interrupted {
 		t.Fatalf("second interrupt %+v", ev)
 	}
 	// Interrupt while stopped does nothing.

@@ -121,6 +121,9 @@ type StopEvent struct {
 	// syscall SyscallNr the thread stopped at; NoSyscall otherwise.
 	Syscall   SyscallStop
 	SyscallNr int
+	// Interrupted: this SIGINT stop is Interrupt's (the program got no
+	// signal).
+	Interrupted bool
 	// StopRequested: in non-stop mode, gdb had asked for this thread to
 	// stop (a Stop action) when this event of it was reported; the
 	// event then answers that request too.

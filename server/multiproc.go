@@ -6,8 +6,6 @@ import (
 	"sort"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
 	"gotpstub/inferior"
 	"gotpstub/rsp"
 )
@@ -432,9 +430,7 @@ func (s *Server) selectProcess(pid, tid int) (int, []byte) {
 // (schedule-multiple on) and waits for the first reportable event; the
 // other processes are then interrupted, and an event one of them had
 // meanwhile is kept and reported at the next resumption instead of
-// resuming anything (as all-stop gdbserver does). A SIGINT stop of theirs
-// is taken for the interrupt's (a genuine SIGINT arriving at that moment
-// is lost).
+// resuming anything (as all-stop gdbserver does).
 func (s *Server) runSeveral(acts []inferior.Action) (*inferior.StopEvent, error) {
 	procs := s.processes()
 	for _, p := range procs {
@@ -481,7 +477,7 @@ func (s *Server) runSeveral(acts []inferior.Action) (*inferior.StopEvent, error)
 	interruptAll()
 	for range running[1:] {
 		r := <-done
-		if r.err == nil && !(r.ev.Kind == inferior.SignalStop && r.ev.Signal == int(unix.SIGINT)) {
+		if r.err == nil && !r.ev.Interrupted {
 			if s.kept == nil {
 				s.kept = map[int]inferior.StopEvent{}
 			}
