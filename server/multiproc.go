@@ -19,9 +19,11 @@ import (
 // (TakeForkChild) to a Process of its own. s.proc is the process packets
 // act on: the one Hg last named, or the one whose stop was last
 // reported. In all-stop mode one process runs at a time, as gdb asks with
-// schedule-multiple off (its default: vCont names the process); a vCont
-// for every process while several exist is refused. Non-stop mode keeps
-// fork children held (they cannot be resumed there yet).
+// schedule-multiple off (its default: vCont names the process), or all of
+// them for a vCont for every process (schedule-multiple on: runSeveral);
+// a vCont naming some processes but not all is refused (gdb sends none).
+// In non-stop mode each process has a goroutine waiting for its events
+// (nonstop.go).
 
 // processes returns the debugged processes: main first (unless gone),
 // then the side processes by pid.
