@@ -10,7 +10,9 @@
 // session are handled on the connection's reader goroutine, the others
 // on Serve's, one at a time and in order (dispatch.go). In non-stop mode
 // (nonstop.go) every packet goes to Serve's goroutine, which also turns
-// the process's events into %Stop notifications.
+// the processes' events into %Stop notifications. Fork children gdb
+// resumes are debugged as processes of their own beside the one launched
+// or attached, which the trace experiment lives in (multiproc.go).
 package server
 
 import (
@@ -88,8 +90,9 @@ type Config struct {
 	Stdin, Stdout *os.File
 }
 
-// Server is the stub: one process (or none, in --multi mode) and the trace
-// experiment that lives with it.
+// Server is the stub: one process launched or attached (or none, in
+// --multi mode) with the trace experiment that lives with it, and the
+// fork children of it gdb resumed (multiproc.go).
 type Server struct {
 	cfg Config
 
