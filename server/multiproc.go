@@ -106,10 +106,10 @@ func (s *Server) runChild(holder *inferior.Process, pid int) (*inferior.Process,
 	if s.sides == nil {
 		s.sides = map[int]*inferior.Process{}
 	}
+	// No Guard: the watchdog follows one process, the main one (its
+	// int3s are what a dead stub must not leave behind in the program
+	// gdb ran); a side process's breakpoints are not its concern.
 	s.sides[pid] = q
-	if s.cfg.Guard != nil {
-		q.SetGuard(s.cfg.Guard)
-	}
 	q.SetPassSignals(s.passSignals)
 	q.SetCatchSyscalls(s.catchSyscalls.on, s.catchSyscalls.nrs)
 	for bp := range s.heldBps[pid] {
