@@ -191,10 +191,11 @@
 // TakeForkChild hands a held child over to a Process of its own, so that
 // it runs while its parent is debugged (forktake.go): since ptrace ties it
 // to this tracer thread, it is detached and attached again by the new
-// Process's thread, waiting in between in rt_sigsuspend with every signal
-// blocked, run at a syscall instruction of its vDSO (nothing of its code
-// or stack written but one word below its red zone, put back), its
-// registers restored once attached. The parent of a vfork reports VForkDone once the
+// Process's thread, waiting in between in pause at a syscall instruction
+// of its vDSO with every signal blocked (rt_sigprocmask run in it before
+// the detach, the old mask put back by the new tracer; nothing of its
+// code written, of its stack two words below its red zone, put back),
+// its registers restored once attached. The parent of a vfork reports VForkDone once the
 // child has exec'd or exited. An exec is reported as a SIGTRAP stop
 // with Exec set; breakpoints, internal traps, code patches and debug
 // registers are forgotten, since the new program image has none of them.
