@@ -38,7 +38,7 @@ func (p *Process) TakeForkChild(pid int) (*Process, error) {
 		var err error
 		park, pending, err = parkForHandOver(pid)
 		if err != nil {
-			// Left held, as far as it can be.
+			// Left held as it was (parkForHandOver undoes what it did).
 			return fmt.Errorf("handing over fork child %d: %w", pid, err)
 		}
 		delete(p.forks, pid)
@@ -84,14 +84,9 @@ func (p *Process) TakeForkChild(pid int) (*Process, error) {
 var handOverHook func(pid int)
 
 // gadgetOf finds a syscall instruction in pid's executable mappings (its
-// vDSO first), reading its memory through /proc.
-func gadgetOf(pid int) (uint64, error) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	g := findSyscallGadget(pid, func(addr uint64, b []byte) (int, error) { return f.ReadAt(b, int64(addr)) })
+// vDSO first), reading its memory through mem (its /proc/PID/mem).
+func gadgetOf(pid int, mem *os.File) (uint64, error) {
+	g := findSyscallGadget(pid, func(addr uint64, b []byte) (int, error) { return mem.ReadAt(b, int64(addr)) })
 	if g == 0 {
 		return 0, errors.New("no syscall instruction in its code")
 	}

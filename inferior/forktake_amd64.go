@@ -33,17 +33,17 @@ func parkForHandOver(pid int) (parkedChild, []int, error) {
 	if err := unix.PtraceGetRegs(pid, &c.regs); err != nil {
 		return c, nil, fmt.Errorf("reading registers: %w", err)
 	}
-	gadget, err := gadgetOf(pid)
-	if err != nil {
-		return c, nil, err
-	}
-	c.gadget = gadget
-	c.maskAddr = (c.regs.Rsp - 128 - 64) &^ 7
 	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", pid), os.O_RDWR, 0)
 	if err != nil {
 		return c, nil, err
 	}
 	defer mem.Close()
+	gadget, err := gadgetOf(pid, mem)
+	if err != nil {
+		return c, nil, err
+	}
+	c.gadget = gadget
+	c.maskAddr = (c.regs.Rsp - 128 - 64) &^ 7
 	if _, err := mem.ReadAt(c.stackWord[:], int64(c.maskAddr)); err != nil {
 		return c, nil, fmt.Errorf("reading its stack: %w", err)
 	}
@@ -54,11 +54,27 @@ func parkForHandOver(pid int) (parkedChild, []int, error) {
 	}
 	pending, err := c.runSyscall(pid, unix.SYS_RT_SIGPROCMASK, true, sigSetmask, c.maskAddr, c.maskAddr+8, 8)
 	if err != nil {
-		_ = c.restoreMemory(pid)
+		c.undo(pid, false)
 		return c, pending, fmt.Errorf("blocking its signals: %w", err)
 	}
 	more, err := c.runSyscall(pid, unix.SYS_PAUSE, false)
+	if err != nil {
+		c.undo(pid, true)
+	}
 	return c, append(pending, more...), err
+}
+
+// undo gives a child whose parking failed back what it had, as far as it
+// can (masked: its signal mask was changed already), so that it stays
+// held as it was.
+func (c parkedChild) undo(pid int, masked bool) {
+	if masked {
+		_ = c.restore(pid)
+		return
+	}
+	_ = c.restoreMemory(pid)
+	regs := c.regs
+	_ = unix.PtraceSetRegs(pid, &regs)
 }
 
 // runSyscall makes stopped child pid run system call nr at the gadget,
