@@ -194,9 +194,7 @@ func (p *Process) handleStop(t *thread, ws unix.WaitStatus) {
 		// this one stop answers both, and gdb must hear of the
 		// interrupt — swallowing it lost gdb's ^C for good while trap
 		// tracepoints kept stopping every thread.
-		t.sigstopExpected = false
-		t.interrupted = true
-		p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(unix.SIGINT), Interrupted: true})
+		p.queueInterrupt(t)
 	case sig == unix.SIGSTOP && t.sigstopExpected:
 		t.sigstopExpected = false
 		if t.drGen != p.drGen {
@@ -237,6 +235,14 @@ func (p *Process) takeInterrupt(t *thread) bool {
 		return true
 	}
 	return false
+}
+
+// queueInterrupt reports t's stop at Interrupt's SIGSTOP (which may have
+// merged with one of ours) as the interrupt's SIGINT.
+func (p *Process) queueInterrupt(t *thread) {
+	t.sigstopExpected = false
+	t.interrupted = true
+	p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(unix.SIGINT), Interrupted: true})
 }
 
 // handleEvent processes a PTRACE_EVENT stop.
@@ -924,9 +930,7 @@ func (p *Process) stepThread(t *thread, qs queuedSignal) (bool, error) {
 		case s == unix.SIGSTOP && p.takeInterrupt(t):
 			// The interrupt's SIGSTOP, possibly merged with one of
 			// ours (handleStop): reported.
-			t.sigstopExpected = false
-			t.interrupted = true
-			p.queue(StopEvent{Kind: SignalStop, Tid: t.tid, Signal: int(unix.SIGINT), Interrupted: true})
+			p.queueInterrupt(t)
 			return false, nil
 		case s == unix.SIGSTOP && t.sigstopExpected:
 			t.sigstopExpected = false
