@@ -436,10 +436,9 @@ func (s *Server) selectProcess(pid, tid int) (int, []byte) {
 func (s *Server) runSeveral(acts []inferior.Action) (*inferior.StopEvent, error) {
 	procs := s.processes()
 	for _, p := range procs {
-		if ev, ok := s.kept[p.Pid()]; ok {
-			delete(s.kept, p.Pid())
+		if ev := s.takeKept(p); ev != nil {
 			s.focus(p)
-			return &ev, nil
+			return ev, nil
 		}
 	}
 	done := make(chan procEvent, len(procs))
@@ -493,6 +492,16 @@ func (s *Server) runSeveral(acts []inferior.Action) (*inferior.StopEvent, error)
 		return &ev, nil
 	}
 	return &first.ev, nil
+}
+
+// takeKept returns, and forgets, the event kept for p, or nil.
+func (s *Server) takeKept(p *inferior.Process) *inferior.StopEvent {
+	ev, ok := s.kept[p.Pid()]
+	if !ok {
+		return nil
+	}
+	delete(s.kept, p.Pid())
+	return &ev
 }
 
 // procEvent is one process's Wait result.

@@ -243,10 +243,8 @@ func (s *Server) runOnce(acts []inferior.Action) (*inferior.StopEvent, error) {
 	if s.several {
 		return s.runSeveral(acts)
 	}
-	if ev, ok := s.kept[s.proc.Pid()]; ok {
-		// Stopped while another process's event was reported.
-		delete(s.kept, s.proc.Pid())
-		return &ev, nil
+	if ev := s.takeKept(s.proc); ev != nil {
+		return ev, nil // stopped while another process's event was reported
 	}
 	if err := s.proc.Resume(acts); err != nil {
 		s.logf("resume: %v", err)
