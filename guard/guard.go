@@ -14,7 +14,8 @@
 // thread exits; the watchdog watches it through a thread pidfd (Linux 6.9)
 // and, when it exits with the process still registered (or, without
 // thread pidfds, when the socket ends without the stub's goodbye), writes
-// the saved byte back wherever an int3 of the table still is, then sends
+// the saved byte back wherever an int3 of the table still is (on arm64,
+// where "int3" means the 4-byte brk #0, each of its bytes), then sends
 // SIGCONT to the program if it finds it stopped (a SIGSTOP the stub had
 // sent, or the one the kernel queues for a new thread, is delivered once
 // nobody traces the thread, and would stop the whole program for good).
@@ -58,6 +59,7 @@
 package guard
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -85,9 +87,6 @@ const (
 )
 
 const msgLen = 1 + 8 + 1
-
-// int3 is the byte the stub writes for a software breakpoint.
-const int3 = 0xcc
 
 // Client is the stub's end: it implements inferior.Guard. Its methods
 // never fail; once the watchdog is unreachable they do nothing (the first
@@ -398,14 +397,21 @@ func (w *watchdog) repair() {
 }
 
 // restore writes the saved byte back at every address of the table that
-// still holds an int3.
+// still holds a breakpoint instruction (trapInsn). The bytes to restore
+// are found first: on arm64 the four bytes of one brk are four entries,
+// and the first written back would hide the brk from the others.
 func (w *watchdog) restore() (restored, failed int) {
-	var b [1]byte
-	for addr, orig := range w.traps {
-		if _, err := w.mem.ReadAt(b[:], int64(addr)); err != nil || b[0] != int3 {
+	unit := uint64(len(trapInsn))
+	b := make([]byte, unit)
+	var due []uint64
+	for addr := range w.traps {
+		if _, err := w.mem.ReadAt(b, int64(addr&^(unit-1))); err != nil || !bytes.Equal(b, trapInsn) {
 			continue // unmapped since, or the stub had lifted it
 		}
-		if _, err := w.mem.WriteAt([]byte{orig}, int64(addr)); err != nil {
+		due = append(due, addr)
+	}
+	for _, addr := range due {
+		if _, err := w.mem.WriteAt([]byte{w.traps[addr]}, int64(addr)); err != nil {
 			failed++
 			continue
 		}

@@ -1,7 +1,6 @@
 package inferior
 
 import (
-	"errors"
 	"fmt"
 
 	"golang.org/x/sys/unix"
@@ -19,7 +18,8 @@ type debugSlot struct {
 // debugRegisters is the process-wide debug register setting, written into
 // every thread.
 type debugRegisters struct {
-	slots [4]debugSlot
+	slots  [4]debugSlot
+	points hwPoints // the Z packets in, once each
 }
 
 // dr7 encodes the control register for the used slots.
@@ -158,36 +158,6 @@ func (p *Process) removeDebugReg(kind BreakpointKind, addr uint64, size int) err
 		return nil
 	}
 	return p.applyDebugRegs(next)
-}
-
-// applyDebugRegs makes next the setting, writing it into every stopped
-// thread (running ones get it before they next run). On failure the old
-// setting is restored.
-func (p *Process) applyDebugRegs(next debugRegisters) error {
-	old := p.debugRegs
-	p.debugRegs = next
-	p.drGen++
-	for _, t := range p.threads {
-		if !t.stopped || t.zombie {
-			continue
-		}
-		if err := p.writeDebugRegs(t); err != nil {
-			if errors.Is(err, unix.ESRCH) {
-				continue
-			}
-			p.debugRegs = old
-			p.drGen++
-			for _, t2 := range p.threads {
-				if t2.stopped && !t2.zombie {
-					_ = p.writeDebugRegs(t2)
-					t2.drGen = p.drGen
-				}
-			}
-			return fmt.Errorf("setting debug registers: %w", err)
-		}
-		t.drGen = p.drGen
-	}
-	return nil
 }
 
 // writeDebugRegs writes DR0-3 and DR7 into a stopped thread.

@@ -102,17 +102,26 @@
 //
 // # Breakpoints
 //
-// Software breakpoints are int3 bytes whose original byte is shadowed:
-// ReadMemory shows the original bytes and WriteMemory updates the shadow.
-// A thread stopped at an int3 of ours has its pc rewound to the
-// breakpoint, and resuming a thread whose breakpoint stop was reported
+// Software breakpoints are breakpoint instructions (int3 on x86-64, the
+// 4-byte brk #0 on arm64, at 4-byte aligned addresses only) whose
+// original bytes are shadowed: ReadMemory shows the original bytes and
+// WriteMemory updates the shadow (elsewhere in this documentation "int3"
+// stands for either). A thread stopped at an int3 of ours has
+// its pc rewound to the breakpoint (brk leaves it there), and resuming a thread whose breakpoint stop was reported
 // (and which has not moved) first steps it over alone (remove,
 // single-step, reinsert). A thread that merely sits on a breakpoint
 // address (stopped there by SIGSTOP, moved there by gdb, or whose hit was
 // dropped because gdb removed the breakpoint before seeing it) executes
 // the int3 and reports the hit. Hardware breakpoints and
-// watchpoints use DR0-DR3/DR7, written into every thread, and DR6 tells
-// which one fired.
+// watchpoints use DR0-DR3/DR7 on x86-64, written into every thread, and
+// DR6 tells which one fired. On arm64 they use the breakpoint and
+// watchpoint register pairs (NT_ARM_HW_BREAK, NT_ARM_HW_WATCH; as many as
+// the CPU reports, ErrNoDebugHardware when it reports none; read
+// watchpoints too), a watchpoint per aligned doubleword, and si_addr
+// tells which one fired; the instruction has not run, and gdb steps over
+// it with the point removed, as with gdbserver. A hardware breakpoint or
+// watchpoint inserted again while it is in is inserted once (gdb repeats
+// Z packets), and one removal takes it out.
 //
 // # Internal traps
 //
@@ -189,9 +198,9 @@
 // FollowForkChild decide its fate. FollowForkChild detaches the parent and
 // turns this Process into the child's (follow-fork-mode child).
 // TakeForkChild hands a held child over to a Process of its own, so that
-// it runs while its parent is debugged (forktake.go): since ptrace ties it
+// it runs while its parent is debugged (forktake.go, forktake_park.go): since ptrace ties it
 // to this tracer thread, it is detached and attached again by the new
-// Process's thread, waiting in between in pause at a syscall instruction
+// Process's thread, waiting in between in pause (ppoll on arm64) at a syscall instruction
 // of its vDSO with every signal blocked (rt_sigprocmask run in it before
 // the detach, the old mask put back by the new tracer; nothing of its
 // code written, of its stack two words below its red zone, put back),
@@ -221,6 +230,15 @@
 //
 // # Architecture
 //
-// Register transfer, debug registers, the breakpoint instruction and
-// system-call injection live in *_amd64.go files.
+// The shared code asks the instruction set for its facts (isa_*.go: the
+// breakpoint instruction and its length, how far past it the pc is at
+// the trap, instruction alignment, the system call instruction, the red
+// zone, the top of user space); register transfer (regs_*.go: the
+// x86-64 general registers and XSAVE area; arm64's NT_PRSTATUS and
+// NT_FPREGSET sets), debug registers (debugregs_*.go) and the registers
+// of system-call injection (syscall_*.go: syscall with the number in
+// rax, svc #0 with the number in x8) live in *_amd64.go and *_arm64.go
+// files. The code-patch and live-patch machinery (patch.go,
+// livepatch.go) is x86-64's: nothing patches code on arm64 yet (the
+// server refuses tracepoints there).
 package inferior

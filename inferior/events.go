@@ -883,13 +883,13 @@ func (p *Process) deferSignals(threads []*thread) {
 // and puts bp back. Any event the step produced other than its own trap
 // is queued.
 func (p *Process) stepOverBreakpoint(t *thread, bp *swBreakpoint, qs queuedSignal) error {
-	if err := p.pokeByte(bp.addr, bp.orig); err != nil {
+	if err := p.putOriginal(bp); err != nil {
 		return err
 	}
 	bp.inserted = false
 	_, err := p.stepThread(t, qs)
 	if cur := p.swbps[bp.addr]; cur == bp && p.exitEvent == nil {
-		if ierr := p.pokeByte(bp.addr, breakpointInsn); ierr == nil {
+		if ierr := p.putBreakpoint(bp); ierr == nil {
 			bp.inserted = true
 		} else if err == nil {
 			err = ierr
@@ -1162,7 +1162,7 @@ func (p *Process) detachThreads() error {
 	var firstErr error
 	for addr, bp := range p.swbps {
 		if bp.inserted {
-			if err := p.pokeByte(addr, bp.orig); err != nil && firstErr == nil {
+			if err := p.putOriginal(bp); err != nil && firstErr == nil {
 				firstErr = fmt.Errorf("detach: removing the breakpoint at %#x: %w", addr, err)
 			}
 		}

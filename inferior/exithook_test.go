@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"gotpstub/tdesc"
 )
 
 // exitRecorder is an exit hook that reads a global of the program at each
@@ -585,7 +583,7 @@ func TestExitHookWithInternalTraps(t *testing.T) {
 				if emulate {
 					r, err := s.Registers()
 					if err == nil {
-						_ = r.SetUint64(tdesc.RIP, site+1)
+						_ = r.SetUint64(regPC, site+uint64(len(nopInsn)))
 						_ = s.SetRegisters(r)
 					}
 				}

@@ -338,7 +338,7 @@ func (p *Process) cleanForkChild(child int) {
 	defer f.Close()
 	for addr, bp := range p.swbps {
 		if bp.inserted {
-			_, _ = f.WriteAt([]byte{bp.orig}, int64(addr))
+			_, _ = f.WriteAt(bp.orig[:], int64(addr))
 		}
 	}
 	// Code patches after the breakpoints: under a patch a breakpoint's

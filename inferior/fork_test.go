@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"gotpstub/tdesc"
 )
 
 // waitSkippingSIGCHLD waits for the next event, passing SIGCHLD (a child's
@@ -62,19 +60,19 @@ func TestForkEventHeldChild(t *testing.T) {
 	p, ev, hit := forkStop(t, "fork")
 	child := ev.ForkChild
 
-	var b [1]byte
+	var b [breakpointLen]byte
 	if _, err := p.ReadForkChildMemory(child, hit, b[:]); err != nil {
 		t.Fatal(err)
 	}
-	if b[0] == breakpointInsn {
+	if b == breakpointInsn {
 		t.Errorf("the child's memory still holds our int3 at hit")
 	}
 	raw, err := os.Open("/proc/" + itoa(p.Pid()) + "/mem")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := raw.ReadAt(b[:], int64(hit)); err != nil || b[0] != breakpointInsn {
-		t.Errorf("the parent's memory lost its int3 at hit (%#x, %v)", b[0], err)
+	if _, err := raw.ReadAt(b[:], int64(hit)); err != nil || b != breakpointInsn {
+		t.Errorf("the parent's memory lost its int3 at hit (% x, %v)", b, err)
 	}
 	raw.Close()
 
@@ -86,8 +84,8 @@ func TestForkEventHeldChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cr.Uint64(tdesc.RIP) != pr.Uint64(tdesc.RIP) {
-		t.Errorf("child pc %#x, parent pc %#x: both should be after the fork", cr.Uint64(tdesc.RIP), pr.Uint64(tdesc.RIP))
+	if cr.Uint64(regPC) != pr.Uint64(regPC) {
+		t.Errorf("child pc %#x, parent pc %#x: both should be after the fork", cr.Uint64(regPC), pr.Uint64(regPC))
 	}
 	if err := p.DetachForkChild(ev.Tid); err == nil {
 		t.Errorf("DetachForkChild of the parent's own thread succeeded")
@@ -103,7 +101,7 @@ func TestForkEventHeldChild(t *testing.T) {
 	if ev.Reason != "swbreak" || ev.Tid != p.Pid() {
 		t.Fatalf("event %+v, want the parent at hit", ev)
 	}
-	if r, err := p.Registers(ev.Tid); err != nil || r.Uint64(tdesc.RDI) != 2 {
+	if r, err := p.Registers(ev.Tid); err != nil || r.Uint64(regArg0) != 2 {
 		t.Errorf("hit argument %v (%v), want the parent's 2", r, err)
 	}
 	resumeAll(t, p)
@@ -153,8 +151,8 @@ func TestFollowForkChild(t *testing.T) {
 	// The parent is detached with its int3 removed.
 	raw, err := os.Open("/proc/" + itoa(parent) + "/mem")
 	if err == nil {
-		var b [1]byte
-		if _, err := raw.ReadAt(b[:], int64(hit)); err == nil && b[0] == breakpointInsn {
+		var b [breakpointLen]byte
+		if _, err := raw.ReadAt(b[:], int64(hit)); err == nil && b == breakpointInsn {
 			t.Errorf("the detached parent still has our int3 at hit")
 		}
 		raw.Close()
@@ -167,7 +165,7 @@ func TestFollowForkChild(t *testing.T) {
 	if ev.Reason != "swbreak" || ev.Tid != child {
 		t.Fatalf("event %+v, want the child at hit", ev)
 	}
-	if r, err := p.Registers(child); err != nil || r.Uint64(tdesc.RDI) != 1 {
+	if r, err := p.Registers(child); err != nil || r.Uint64(regArg0) != 1 {
 		t.Errorf("hit argument %v (%v), want the child's 1", r, err)
 	}
 	resumeAll(t, p)

@@ -5,8 +5,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"gotpstub/tdesc"
 )
 
 // TestTakeForkChild: a held fork (or vfork) child handed over to a Process
@@ -44,7 +42,7 @@ func TestTakeForkChild(t *testing.T) {
 				t.Fatal(err)
 			}
 			for num := range before.Layout.Regs {
-				if num >= tdesc.ST0 {
+				if num >= firstFPReg {
 					break // the general-purpose registers, flags and segments
 				}
 				if b, a := before.Uint64(num), after.Uint64(num); b != a {
@@ -62,7 +60,7 @@ func TestTakeForkChild(t *testing.T) {
 				if ev.Reason != "swbreak" || ev.Tid != child {
 					t.Fatalf("child event %+v, want its breakpoint at hit", ev)
 				}
-				if r, err := q.Registers(child); err != nil || r.Uint64(tdesc.RDI) != 1 {
+				if r, err := q.Registers(child); err != nil || r.Uint64(regArg0) != 1 {
 					t.Errorf("child's hit argument %v (%v), want 1", r, err)
 				}
 			}

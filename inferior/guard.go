@@ -14,7 +14,8 @@ import "os"
 // detached; Trap before an int3 is written at addr, and again whenever
 // the byte saved under it changes (gdb writes memory there, a code patch
 // goes in or out under it); Untrap once the byte at addr has its saved
-// value back. A Guard must not call the Process.
+// value back. A breakpoint instruction longer than a byte (brk on
+// arm64) is told byte by byte. A Guard must not call the Process.
 type Guard interface {
 	Memory(pid int, mem *os.File)
 	Trap(addr uint64, orig byte)
@@ -35,7 +36,7 @@ func (p *Process) SetGuard(g Guard) {
 		}
 		g.Memory(p.pid, p.memFile)
 		for addr, bp := range p.swbps {
-			g.Trap(addr, bp.orig)
+			p.guardTrap(addr, bp.orig)
 		}
 		return nil
 	})
@@ -54,14 +55,21 @@ func (p *Process) guardMemory() {
 	p.guard.Memory(p.pid, p.memFile)
 }
 
-func (p *Process) guardTrap(addr uint64, orig byte) {
+// guardTrap tells the guard, byte by byte, what a breakpoint at addr
+// saved.
+func (p *Process) guardTrap(addr uint64, orig [breakpointLen]byte) {
 	if p.guard != nil {
-		p.guard.Trap(addr, orig)
+		for i, b := range orig {
+			p.guard.Trap(addr+uint64(i), b)
+		}
 	}
 }
 
+// guardUntrap tells the guard that the breakpoint at addr is gone.
 func (p *Process) guardUntrap(addr uint64) {
 	if p.guard != nil {
-		p.guard.Untrap(addr)
+		for i := range breakpointLen {
+			p.guard.Untrap(addr + uint64(i))
+		}
 	}
 }

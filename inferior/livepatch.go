@@ -185,8 +185,9 @@ func (p *Process) ResetLongestHold() {
 	})
 }
 
-// findSyscallGadget returns the address of bytes 0f 05 (syscall) in the
-// vDSO, or failing that in another executable mapping: an injected
+// findSyscallGadget returns the address of a system call instruction
+// (syscallInsn) in the vDSO, or failing that in another executable
+// mapping: an injected
 // system call runs there while other threads run, instead of at the
 // thread's pc, where they could meet it. 0 when there is none.
 func findSyscallGadget(pid int, read func(uint64, []byte) (int, error)) uint64 {
@@ -207,11 +208,27 @@ func findSyscallGadget(pid int, read func(uint64, []byte) (int, error)) uint64 {
 	for _, m := range append(vdso, other...) {
 		buf := make([]byte, min(m.end-m.start, 1<<20))
 		n, _ := read(m.start, buf)
-		if i := bytes.Index(buf[:n], []byte{0x0f, 0x05}); i >= 0 {
+		if i := indexInsn(buf[:n], syscallInsn); i >= 0 {
 			return m.start + uint64(i)
 		}
 	}
 	return 0
+}
+
+// indexInsn returns the offset of the first instruction-aligned
+// occurrence of insn in code, or -1.
+func indexInsn(code, insn []byte) int {
+	for off := 0; off < len(code); {
+		i := bytes.Index(code[off:], insn)
+		if i < 0 {
+			return -1
+		}
+		if (off+i)%insnAlign == 0 {
+			return off + i
+		}
+		off += i + 1
+	}
+	return -1
 }
 
 // patchingLive reports whether a code patch made now goes through the
@@ -387,11 +404,11 @@ func (p *Process) flushLive() error {
 		return p.writeNow(addr, b)
 	}
 	for _, lp := range q {
-		if lp.old[0] == breakpointInsn {
+		if bytes.HasPrefix(lp.old, breakpointInsn[:]) {
 			continue // an int3 of gdb's or ours is there already
 		}
 		p.live.traps[lp.addr] = liveTarget(lp)
-		first = firstErr(first, write(lp.addr, []byte{breakpointInsn}))
+		first = firstErr(first, write(lp.addr, breakpointInsn[:]))
 	}
 	first = firstErr(first, p.syncCores())
 	for _, f := range relocs {
@@ -484,13 +501,13 @@ func (p *Process) liveTrap(t *thread, pc uint64) bool {
 	if bp := p.swbps[at]; bp != nil && bp.inserted {
 		return false
 	}
-	var b [1]byte
+	var b [breakpointLen]byte
 	if _, err := p.readNow(at, b[:]); err != nil {
 		return false
 	}
 	to := at // a stale copy of the code: run what is there now
 	switch {
-	case b[0] != breakpointInsn:
+	case b != breakpointInsn:
 	case during && target != 0 && !t.step:
 		to = target
 	case during:

@@ -6,17 +6,44 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// swBreakpoint is an int3 in memory, owned by gdb (Z0), the stub
+// swBreakpoint is a software breakpoint instruction (breakpointInsn:
+// int3 on x86-64, brk #0 on arm64) in memory, owned by gdb (Z0), the stub
 // (internal trap), or both.
 type swBreakpoint struct {
 	addr     uint64
-	orig     byte // the byte the int3 replaced
-	user     bool // gdb's Z0
-	internal bool // the stub's internal trap
-	inserted bool // the breakpoint instruction is in memory
+	orig     [breakpointLen]byte // the bytes the breakpoint replaced
+	user     bool                // gdb's Z0
+	internal bool                // the stub's internal trap
+	inserted bool                // the breakpoint instruction is in memory
 }
 
-// readRaw reads memory as it is, int3s included.
+// overlaps reports whether the breakpoint's bytes and [addr, addr+n)
+// share a byte.
+func (bp *swBreakpoint) overlaps(addr, n uint64) bool {
+	return bp.addr < addr+n && addr < bp.addr+breakpointLen
+}
+
+// copyOverlap copies the bytes of src, memory at srcAt, that fall inside
+// dst, memory at dstAt, into dst.
+func copyOverlap(dst []byte, dstAt uint64, src []byte, srcAt uint64) {
+	lo := max(dstAt, srcAt)
+	hi := min(dstAt+uint64(len(dst)), srcAt+uint64(len(src)))
+	if lo < hi {
+		copy(dst[lo-dstAt:hi-dstAt], src[lo-srcAt:hi-srcAt])
+	}
+}
+
+// putBreakpoint writes bp's breakpoint instruction into memory.
+func (p *Process) putBreakpoint(bp *swBreakpoint) error {
+	return p.writeRaw(bp.addr, breakpointInsn[:])
+}
+
+// putOriginal writes the bytes bp saved back into memory.
+func (p *Process) putOriginal(bp *swBreakpoint) error {
+	return p.writeRaw(bp.addr, bp.orig[:])
+}
+
+// readRaw reads memory as it is, breakpoints included.
 func (p *Process) readRaw(addr uint64, buf []byte) (int, error) {
 	n, err := p.readNow(addr, buf)
 	p.overlayPending(addr, buf[:n])
@@ -93,10 +120,6 @@ func (p *Process) writeNow(addr uint64, data []byte) error {
 	return nil
 }
 
-func (p *Process) pokeByte(addr uint64, b byte) error {
-	return p.writeRaw(addr, []byte{b})
-}
-
 // ReadMemory reads the process's memory at addr into buf, showing the
 // original bytes under inserted breakpoints. A partial read returns the
 // count read and an error; nothing readable returns 0 and an error.
@@ -136,16 +159,16 @@ func (p *Process) writeMemory(addr uint64, data []byte) error {
 		}
 	}
 	// What memory must hold: the patches' code over the written bytes,
-	// the int3s over that.
+	// the breakpoints over that.
 	for _, c := range p.patches.overlapping(addr, n) {
 		own()
 		lo, hi := max(addr, c.addr), min(addr+n, c.end())
 		copy(out[lo-addr:hi-addr], c.code[lo-c.addr:hi-c.addr])
 	}
 	for a, bp := range p.swbps {
-		if bp.inserted && a >= addr && a-addr < n {
+		if bp.inserted && bp.overlaps(addr, n) {
 			own()
-			out[a-addr] = breakpointInsn
+			copyOverlap(out, addr, breakpointInsn[:], a)
 		}
 	}
 	if out == nil {
@@ -154,10 +177,9 @@ func (p *Process) writeMemory(addr uint64, data []byte) error {
 	if err := p.writeRaw(addr, out); err != nil {
 		return err
 	}
-	for a, bp := range p.swbps {
-		if bp.inserted && a >= addr && a-addr < n && p.patchAt(a) == nil {
-			bp.orig = data[a-addr]
-			p.guardTrap(a, bp.orig)
+	for _, bp := range p.swbps {
+		if bp.inserted && bp.overlaps(addr, n) {
+			p.saveUnder(bp, addr, data)
 		}
 	}
 	for _, c := range p.patches.overlapping(addr, n) {
@@ -165,6 +187,23 @@ func (p *Process) writeMemory(addr uint64, data []byte) error {
 		copy(c.orig[lo-c.addr:hi-c.addr], data[lo-addr:hi-addr])
 	}
 	return nil
+}
+
+// saveUnder takes data, written at addr, as the bytes bp saved wherever
+// they are the program's own (not under a code patch, whose saved bytes
+// hold the program's there).
+func (p *Process) saveUnder(bp *swBreakpoint, addr uint64, data []byte) {
+	changed := false
+	for i := range bp.orig {
+		a := bp.addr + uint64(i)
+		if a >= addr && a-addr < uint64(len(data)) && p.patchAt(a) == nil {
+			bp.orig[i] = data[a-addr]
+			changed = true
+		}
+	}
+	if changed {
+		p.guardTrap(bp.addr, bp.orig)
+	}
 }
 
 // patchAt returns the code patch covering addr, or nil.
@@ -175,10 +214,14 @@ func (p *Process) patchAt(addr uint64) *codePatch {
 	return nil
 }
 
-// insertSoftware plants (or shares) an int3 at addr for gdb or the stub.
+// insertSoftware plants (or shares) a software breakpoint at addr for gdb
+// or the stub.
 func (p *Process) insertSoftware(addr uint64, internal bool) error {
 	if p.exitEvent != nil {
 		return ErrExited
+	}
+	if addr%insnAlign != 0 {
+		return fmt.Errorf("breakpoint at %#x: not on an instruction boundary (%d bytes)", addr, insnAlign)
 	}
 	bp := p.swbps[addr]
 	if c := p.patches.byAddr[addr]; bp == nil && internal && c != nil && p.patchingLive() {
@@ -189,7 +232,8 @@ func (p *Process) insertSoftware(addr uint64, internal bool) error {
 		// now, it would break it, and written after, a thread could
 		// pass between the two (a tracepoint moving from a jump to a
 		// trap would lose hits).
-		bp = &swBreakpoint{addr: addr, orig: c.orig[0]}
+		bp = &swBreakpoint{addr: addr}
+		copyOverlap(bp.orig[:], addr, c.orig, c.addr)
 		p.swbps[addr] = bp
 		p.guardTrap(addr, bp.orig)
 		if p.live.held == nil {
@@ -198,17 +242,17 @@ func (p *Process) insertSoftware(addr uint64, internal bool) error {
 		p.live.held[bp] = true
 	}
 	if bp == nil {
-		var orig [1]byte
-		if _, err := p.readRaw(addr, orig[:]); err != nil {
+		bp = &swBreakpoint{addr: addr}
+		if _, err := p.readRaw(addr, bp.orig[:]); err != nil {
 			return fmt.Errorf("breakpoint at %#x: %w", addr, err)
 		}
-		// The guard hears of the int3 before it is in memory.
-		p.guardTrap(addr, orig[0])
-		if err := p.pokeByte(addr, breakpointInsn); err != nil {
+		// The guard hears of the breakpoint before it is in memory.
+		p.guardTrap(addr, bp.orig)
+		if err := p.putBreakpoint(bp); err != nil {
 			p.guardUntrap(addr)
 			return fmt.Errorf("breakpoint at %#x: %w", addr, err)
 		}
-		bp = &swBreakpoint{addr: addr, orig: orig[0], inserted: true}
+		bp.inserted = true
 		p.swbps[addr] = bp
 	}
 	if internal {
@@ -219,8 +263,8 @@ func (p *Process) insertSoftware(addr uint64, internal bool) error {
 	return nil
 }
 
-// removeSoftware drops gdb's or the stub's claim on the int3 at addr and
-// restores the byte when nobody holds it any more.
+// removeSoftware drops gdb's or the stub's claim on the breakpoint at
+// addr and restores the bytes when nobody holds it any more.
 func (p *Process) removeSoftware(addr uint64, internal bool) error {
 	bp := p.swbps[addr]
 	if bp == nil || (internal && !bp.internal) || (!internal && !bp.user) {
@@ -236,11 +280,11 @@ func (p *Process) removeSoftware(addr uint64, internal bool) error {
 	}
 	delete(p.swbps, addr)
 	if bp.inserted {
-		if err := p.pokeByte(addr, bp.orig); err != nil {
+		if err := p.putOriginal(bp); err != nil {
 			if p.exitEvent != nil {
 				return nil
 			}
-			// The int3 may still be there: the guard keeps it.
+			// The breakpoint may still be there: the guard keeps it.
 			return fmt.Errorf("removing the breakpoint at %#x: %w", addr, err)
 		}
 		p.markStale(addr)
@@ -259,7 +303,7 @@ func (p *Process) InsertBreakpoint(kind BreakpointKind, addr uint64, size int) e
 		case SoftwareBreakpoint:
 			return p.insertSoftware(addr, false)
 		case HardwareBreakpoint, WriteWatchpoint, ReadWatchpoint, AccessWatchpoint:
-			return p.insertDebugReg(kind, addr, size)
+			return p.insertHardware(hwPoint{kind, addr, size})
 		}
 		return fmt.Errorf("breakpoint kind %d: %w", kind, ErrUnsupported)
 	})
@@ -272,7 +316,7 @@ func (p *Process) RemoveBreakpoint(kind BreakpointKind, addr uint64, size int) e
 		case SoftwareBreakpoint:
 			return p.removeSoftware(addr, false)
 		case HardwareBreakpoint, WriteWatchpoint, ReadWatchpoint, AccessWatchpoint:
-			return p.removeDebugReg(kind, addr, size)
+			return p.removeHardware(hwPoint{kind, addr, size})
 		}
 		return fmt.Errorf("breakpoint kind %d: %w", kind, ErrUnsupported)
 	})

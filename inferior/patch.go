@@ -127,13 +127,13 @@ func (p *Process) insertPatch(addr uint64, code, orig []byte) error {
 	out := append([]byte(nil), code...)
 	bps := p.breakpointsIn(addr, n)
 	for _, bp := range bps {
-		i := bp.addr - addr
-		// The memory holds the int3 (or, mid step-over, the saved
-		// byte): the original byte is the breakpoint's saved one.
-		c.orig[i] = bp.orig
+		// The memory holds the breakpoint (or, mid step-over, the
+		// saved bytes): the original bytes are the breakpoint's saved
+		// ones.
+		copyOverlap(c.orig, addr, bp.orig[:], bp.addr)
 		if bp.inserted {
-			out[i] = breakpointInsn
-			raw[i] = breakpointInsn
+			copyOverlap(out, addr, breakpointInsn[:], bp.addr)
+			copyOverlap(raw, addr, breakpointInsn[:], bp.addr)
 		}
 	}
 	live := p.patchingLive()
@@ -143,7 +143,7 @@ func (p *Process) insertPatch(addr uint64, code, orig []byte) error {
 		return fmt.Errorf("patch at %#x: %w", addr, err)
 	}
 	for _, bp := range bps {
-		bp.orig = code[bp.addr-addr]
+		copyOverlap(bp.orig[:], bp.addr, code, addr)
 		p.guardTrap(bp.addr, bp.orig)
 	}
 	p.patches.add(c)
@@ -196,7 +196,7 @@ func (p *Process) removePatch(addr uint64) error {
 	bps := p.breakpointsIn(addr, n)
 	for _, bp := range bps {
 		if bp.inserted {
-			out[bp.addr-addr] = breakpointInsn
+			copyOverlap(out, addr, breakpointInsn[:], bp.addr)
 		}
 	}
 	live := p.patchingLive()
@@ -204,7 +204,7 @@ func (p *Process) removePatch(addr uint64) error {
 		// The int3 held back by insertSoftware replaces the patch
 		// in the same change: its last byte (armed then).
 		delete(p.live.held, bp)
-		out[0] = breakpointInsn
+		copyOverlap(out, addr, breakpointInsn[:], addr)
 		p.live.arming = append(p.live.arming, bp)
 	}
 	if live {
@@ -217,7 +217,7 @@ func (p *Process) removePatch(addr uint64) error {
 		return fmt.Errorf("removing the patch at %#x: %w", addr, err)
 	}
 	for _, bp := range bps {
-		bp.orig = c.orig[bp.addr-addr]
+		copyOverlap(bp.orig[:], bp.addr, c.orig, addr)
 		p.guardTrap(bp.addr, bp.orig)
 	}
 	p.patches.remove(addr)
@@ -227,12 +227,12 @@ func (p *Process) removePatch(addr uint64) error {
 	return nil
 }
 
-// breakpointsIn returns the software breakpoints in [addr, addr+n),
-// inserted or not, by address.
+// breakpointsIn returns the software breakpoints with bytes in [addr,
+// addr+n), inserted or not, by address.
 func (p *Process) breakpointsIn(addr, n uint64) []*swBreakpoint {
 	var out []*swBreakpoint
-	for a, bp := range p.swbps {
-		if a >= addr && a-addr < n {
+	for _, bp := range p.swbps {
+		if bp.overlaps(addr, n) {
 			out = append(out, bp)
 		}
 	}
@@ -245,8 +245,8 @@ func (p *Process) breakpointsIn(addr, n uint64) []*swBreakpoint {
 func (p *Process) showOriginals(addr uint64, buf []byte) {
 	n := uint64(len(buf))
 	for a, bp := range p.swbps {
-		if bp.inserted && a >= addr && a-addr < n {
-			buf[a-addr] = bp.orig
+		if bp.inserted && bp.overlaps(addr, n) {
+			copyOverlap(buf, addr, bp.orig[:], a)
 		}
 	}
 	// Patches last: under a patch the breakpoint's saved byte is the

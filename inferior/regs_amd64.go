@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"unsafe"
 
-	"golang.org/x/sys/cpu"
 	"golang.org/x/sys/unix"
 
 	"gotpstub/tdesc"
@@ -28,10 +27,6 @@ const (
 	xfeatureSSE    = tdesc.XFeatureSSE
 	xfeatureAVX    = tdesc.XFeatureAVX
 )
-
-// hostLayout is the register layout of processes on this machine: AVX
-// upper halves when the CPU and kernel support AVX (XCR0).
-func hostLayout() *tdesc.Layout { return tdesc.AMD64Linux(cpu.X86.HasAVX) }
 
 func getPC(tid int) (uint64, error) { return peekUser(tid, userRIP) }
 
@@ -293,27 +288,8 @@ func (p *Process) writeChangedRegs(tid int, cur *tdesc.Regs, ur *unix.PtraceRegs
 	return gprChanged || fpChanged, nil
 }
 
-// Registers reads every register of a stopped thread.
-func (p *Process) Registers(tid int) (*tdesc.Regs, error) {
-	var r *tdesc.Regs
-	err := p.do(func() error {
-		if _, err := p.stoppedThread(tid); err != nil {
-			return fmt.Errorf("registers: %w", err)
-		}
-		var err error
-		r, err = p.getRegs(tid)
-		return err
-	})
-	return r, err
-}
+// userFSBase is the offset of fs_base in struct user.
+const userFSBase = 21 * 8
 
-// SetRegisters writes the registers of r marked valid into a stopped
-// thread.
-func (p *Process) SetRegisters(tid int, r *tdesc.Regs) error {
-	return p.do(func() error {
-		if _, err := p.stoppedThread(tid); err != nil {
-			return fmt.Errorf("set registers: %w", err)
-		}
-		return p.setRegs(tid, r)
-	})
-}
+// threadPointer reads tid's thread pointer, fs_base.
+func threadPointer(tid int) (uint64, error) { return peekUser(tid, userFSBase) }

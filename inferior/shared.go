@@ -164,7 +164,7 @@ func (p *Process) memfdCreate(t *thread, call func(string, uintptr, ...uint64) (
 	if err := unix.PtraceGetRegs(t.tid, &regs); err != nil {
 		return 0, fmt.Errorf("shared memory: reading registers: %w", err)
 	}
-	nameAddr := (regs.Rsp - 512) &^ 15
+	nameAddr := (stackPointer(&regs) - 512) &^ 15
 	saved := make([]byte, len(memfdName))
 	if _, err := p.readRaw(nameAddr, saved); err != nil {
 		return 0, fmt.Errorf("shared memory: reading the stack: %w", err)

@@ -9,8 +9,6 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"gotpstub/tdesc"
 )
 
 // sigRTMin is glibc's SIGRTMIN (the kernel's 32 and 33 are glibc's own).
@@ -97,7 +95,7 @@ func runSigvalues(t *testing.T, pass map[int]bool, send func(pid, tid, k int) er
 		}
 		regs, err := s.Registers()
 		if err == nil {
-			err = regs.SetUint64(tdesc.RIP, s.PC()+1)
+			err = regs.SetUint64(regPC, s.PC()+uint64(len(nopInsn)))
 		}
 		if err == nil {
 			err = s.SetRegisters(regs)

@@ -3,8 +3,6 @@ package inferior
 import (
 	"sync"
 	"testing"
-
-	"gotpstub/tdesc"
 )
 
 // startRecorder is a thread start hook that records each call.
@@ -26,8 +24,8 @@ func (r *startRecorder) hook(s *Stopped) {
 		r.fs, r.rax = append(r.fs, 0), append(r.rax, 0)
 		return
 	}
-	r.fs = append(r.fs, regs.Uint64(tdesc.FSBASE))
-	r.rax = append(r.rax, regs.Uint64(tdesc.RAX))
+	r.fs = append(r.fs, regs.Uint64(regThreadOwn))
+	r.rax = append(r.rax, regs.Uint64(regRet))
 }
 
 // TestThreadStartHook: the hook runs once for each of the four threads

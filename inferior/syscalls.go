@@ -91,5 +91,9 @@ func syscallInfo(tid int) (SyscallStop, int, bool) {
 	if err := unix.PtraceGetRegs(tid, &regs); err != nil {
 		return NoSyscall, 0, false
 	}
-	return kind, int(int64(regs.Orig_rax)), true
+	nr, err := syscallNr(tid, &regs)
+	if err != nil {
+		return NoSyscall, 0, false
+	}
+	return kind, nr, true
 }

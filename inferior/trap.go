@@ -109,13 +109,13 @@ func (s *Stopped) SingleStep() error {
 		}
 		var done bool
 		if bp := p.swbps[pc]; bp != nil && bp.inserted {
-			if err := p.pokeByte(bp.addr, bp.orig); err != nil {
+			if err := p.putOriginal(bp); err != nil {
 				return fmt.Errorf("single-step: %w", err)
 			}
 			bp.inserted = false
 			done, err = p.stepThread(t, queuedSignal{})
 			if p.swbps[bp.addr] == bp && p.exitEvent == nil {
-				if p.pokeByte(bp.addr, breakpointInsn) == nil {
+				if p.putBreakpoint(bp) == nil {
 					bp.inserted = true
 				}
 			}
@@ -280,8 +280,8 @@ func parseMaps(r interface{ Read([]byte) (int, error) }) ([]mapping, error) {
 // byte is within 2 GB of near, as close to near as possible.
 func freeNear(maps []mapping, near, length uint64) (uint64, bool) {
 	const (
-		lowest  = 0x10000        // mmap_min_addr
-		highest = 0x7ffffffff000 // top of user space (47-bit)
+		lowest  = 0x10000 // mmap_min_addr
+		highest = userSpaceTop
 		reach   = 1<<31 - pageSize
 	)
 	near &^= pageSize - 1

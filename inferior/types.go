@@ -166,4 +166,8 @@ var (
 	ErrWaitCancelled = errors.New("inferior: wait cancelled")
 	// ErrNoDebugRegister: every debug register is in use.
 	ErrNoDebugRegister = errors.New("inferior: no free debug register")
+	// ErrNoDebugHardware: the CPU has no debug registers of the kind
+	// asked for (an arm64 CPU or emulator reporting no breakpoint or
+	// watchpoint slots); gdb should be answered with an empty reply.
+	ErrNoDebugHardware = errors.New("inferior: the CPU has no hardware breakpoints or watchpoints of this kind")
 )

@@ -81,7 +81,7 @@ func (s *Server) conditionsFalse(ev inferior.StopEvent, acts []inferior.Action) 
 	if err != nil {
 		return false
 	}
-	conds := s.bpConds[regs.Uint64(tdesc.RIP)]
+	conds := s.bpConds[regs.Uint64(regs.Layout.PC)]
 	if len(conds) == 0 {
 		return false
 	}

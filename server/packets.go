@@ -535,7 +535,10 @@ func (s *Server) breakpointArgs(pkt []byte) (inferior.BreakpointKind, uint64, in
 		// x86 debug registers cannot trap reads alone: answer
 		// "unsupported" so gdb emulates the read watchpoint with an
 		// access watchpoint (Z4), as it does with gdbserver.
-		return 0, 0, 0, false
+		if !inferior.ReadWatchpoints {
+			return 0, 0, 0, false
+		}
+		kind = inferior.ReadWatchpoint
 	case "4":
 		kind = inferior.AccessWatchpoint
 	default:
@@ -581,6 +584,9 @@ func (s *Server) insertBreakpoint(pkt []byte) []byte {
 		s.logf("Z %x: %v", addr, err)
 		if exec && traced {
 			s.traps.BreakpointRemoved(addr)
+		}
+		if errors.Is(err, inferior.ErrNoDebugHardware) {
+			return []byte{} // unsupported: gdb says so, as with gdbserver
 		}
 		return errReply(errMemory)
 	}

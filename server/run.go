@@ -9,7 +9,6 @@ import (
 
 	"gotpstub/inferior"
 	"gotpstub/rsp"
-	"gotpstub/tdesc"
 )
 
 // isResume reports whether pkt resumes the inferior (and so is answered
@@ -227,11 +226,10 @@ func (s *Server) continueRange(ev inferior.StopEvent, ranges []rangeStep) bool {
 		if r.tid != ev.Tid {
 			continue
 		}
-		regs, err := s.proc.Registers(ev.Tid)
+		pc, err := s.proc.PC(ev.Tid)
 		if err != nil {
 			return false
 		}
-		pc := regs.Uint64(tdesc.RIP)
 		return pc >= r.start && pc < r.end
 	}
 	return false
@@ -358,7 +356,9 @@ func (s *Server) stopReply(ev inferior.StopEvent) []byte {
 	fmt.Fprintf(&b, "T%02x%sthread:%s;", HostToGDBSignal(ev.Signal), syscallStopField(ev), s.threadID(ev.Tid))
 	if p, held := s.owner(ev.Tid); p != nil && !held {
 		if regs, err := p.Registers(ev.Tid); err == nil {
-			for _, n := range []int{tdesc.RBP, tdesc.RSP, tdesc.RIP} {
+			// The frame pointer, stack pointer and pc, as gdbserver
+			// expedites them (rbp, rsp, rip; x29, sp, pc).
+			for _, n := range []int{regs.Layout.FP, regs.Layout.SP, regs.Layout.PC} {
 				var v [8]byte
 				binary.LittleEndian.PutUint64(v[:], regs.Uint64(n))
 				fmt.Fprintf(&b, "%02x:%x;", n, v[:])

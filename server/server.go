@@ -22,8 +22,6 @@ import (
 	"os"
 	"sync"
 
-	"golang.org/x/sys/cpu"
-
 	"gotpstub/agentexpr"
 	"gotpstub/fasttp"
 	"gotpstub/hostio"
@@ -167,7 +165,7 @@ func New(cfg Config) *Server {
 		cfg:         cfg,
 		env:         newEnvironment(os.Environ()),
 		passSignals: map[int]bool{},
-		layout:      tdesc.AMD64Linux(cpu.X86.HasAVX),
+		layout:      tdesc.Host(),
 		files:       hostio.NewServer(),
 		xfer:        map[string][]byte{},
 		ns:          newNonStopState(),
@@ -275,7 +273,7 @@ func (s *Server) setProcess(p *inferior.Process, attached bool) {
 	if n := s.cfg.ThreadLaneAhead; n != nil {
 		s.traps.SetThreadLaneAhead(*n)
 	}
-	s.trace.SetInstaller(s.traps)
+	s.trace.SetInstaller(tracepointInstaller(s.traps))
 	s.markers = &markerSource{pid: p.Pid()}
 	s.markerList = nil
 	s.trace.SetStaticData(s.markers)

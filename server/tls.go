@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"gotpstub/rsp"
-	"gotpstub/tdesc"
 	"gotpstub/threaddb"
 )
 
@@ -49,9 +48,9 @@ func (s *Server) qGetTLSAddr(pkt []byte) []byte {
 	if !s.alive(int(tid)) {
 		return errReply(errTLS)
 	}
-	regs, err := s.proc.Registers(int(tid))
+	tp, err := s.proc.ThreadPointer(int(tid))
 	if err != nil {
-		s.logf("qGetTLSAddr: registers of %d: %v", tid, err)
+		s.logf("qGetTLSAddr: %v", err)
 		return errReply(errTLS)
 	}
 	resolver, err := s.tlsResolverFor(s.proc.Pid())
@@ -59,7 +58,7 @@ func (s *Server) qGetTLSAddr(pkt []byte) []byte {
 		s.logf("qGetTLSAddr: %v", err)
 		return errReply(errTLS)
 	}
-	addr, err := resolver.TLSAddress(regs.Uint64(tdesc.FSBASE), lm, offset)
+	addr, err := resolver.TLSAddress(tp, lm, offset)
 	if err != nil {
 		if !errors.Is(err, threaddb.ErrTLSNotAllocated) {
 			s.logf("qGetTLSAddr: %v", err)

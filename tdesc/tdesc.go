@@ -1,11 +1,15 @@
-// Package tdesc describes the amd64 GNU/Linux register file the way GDB's
-// remote protocol sees it: register numbers, the byte layout of the `g`
-// packet, and the target-description XML documents served through
-// qXfer:features:read.
+// Package tdesc describes the amd64 and aarch64 GNU/Linux register files
+// the way GDB's remote protocol sees them: register numbers, the byte
+// layout of the `g` packet, and the target-description XML documents
+// served through qXfer:features:read. Host returns the layout of this
+// machine's processes.
 //
-// The register order follows GDB's i386 feature files: core (rax … fop),
-// sse (xmm0 … xmm15, mxcsr), linux (orig_rax), segments (fs_base, gs_base)
-// and, when the CPU has AVX, avx (ymm0h … ymm15h). Registers are numbered
+// On amd64 the register order follows GDB's i386 feature files: core
+// (rax … fop), sse (xmm0 … xmm15, mxcsr), linux (orig_rax), segments
+// (fs_base, gs_base) and, when the CPU has AVX, avx (ymm0h … ymm15h). On
+// aarch64 (AArch64Linux) it follows GDB's aarch64 feature files: core
+// (x0 … x30, sp, pc, cpsr) and fpu (v0 … v31, fpsr, fpcr); SVE, pointer
+// authentication, MTE and TLS are not described. Registers are numbered
 // consecutively in that order and packed without padding in the `g`
 // packet, exactly as gdbserver does for the same description.
 //
@@ -91,11 +95,26 @@ type Reg struct {
 // Layout is a register file: every register in number order and the size
 // of the g packet.
 type Layout struct {
-	Regs   []Reg // indexed by register number
-	Size   int   // g packet bytes
-	HasAVX bool  // the avx feature (ymm0h…ymm15h) is present
+	Regs   []Reg  // indexed by register number
+	Size   int    // g packet bytes
+	HasAVX bool   // the avx feature (ymm0h…ymm15h) is present
+	Arch   string // the target description's architecture: "i386:x86-64", "aarch64"
+	// The numbers of the program counter, stack pointer and frame
+	// pointer (rip, rsp, rbp; pc, sp, x29).
+	PC, SP, FP int
+	// VQ is an aarch64 layout's SVE vector length in 128-bit quadwords
+	// (0: no SVE).
+	VQ int
 
 	byName map[string]int
+}
+
+// add appends a register of size bytes to the layout.
+func (l *Layout) add(feature, name string, size int, typ, group string) {
+	r := Reg{Name: name, Num: len(l.Regs), Size: size, Offset: l.Size, Type: typ, Group: group, Feature: feature}
+	l.Regs = append(l.Regs, r)
+	l.byName[name] = r.Num
+	l.Size += size
 }
 
 var (
@@ -114,13 +133,8 @@ func AMD64Linux(avx bool) *Layout {
 }
 
 func build(avx bool) *Layout {
-	l := &Layout{HasAVX: avx, byName: map[string]int{}}
-	add := func(feature, name string, size int, typ, group string) {
-		r := Reg{Name: name, Num: len(l.Regs), Size: size, Offset: l.Size, Type: typ, Group: group, Feature: feature}
-		l.Regs = append(l.Regs, r)
-		l.byName[name] = r.Num
-		l.Size += size
-	}
+	l := &Layout{HasAVX: avx, Arch: "i386:x86-64", PC: RIP, SP: RSP, FP: RBP, byName: map[string]int{}}
+	add := l.add
 	for _, n := range []string{"rax", "rbx", "rcx", "rdx", "rsi", "rdi"} {
 		add(FeatureCore, n, 8, "int64", "")
 	}

@@ -77,13 +77,15 @@ func (l *Layout) Features() []string {
 // XML returns the target-description document served as annex
 // (qXfer:features:read:ANNEX): "target.xml", which names the
 // architecture and OS ABI and includes one file per feature, or one of
-// those feature files ("64bit-core.xml", "64bit-sse.xml",
-// "64bit-linux.xml", "64bit-segments.xml", "64bit-avx.xml" with AVX).
+// those feature files (amd64: "64bit-core.xml", "64bit-sse.xml",
+// "64bit-linux.xml", "64bit-segments.xml", "64bit-avx.xml" with AVX;
+// aarch64: "aarch64-core.xml", "aarch64-fpu.xml" or "aarch64-sve.xml",
+// "aarch64-pauth.xml" with pointer authentication).
 func (l *Layout) XML(annex string) ([]byte, bool) {
 	if annex == "target.xml" {
 		var b strings.Builder
 		b.WriteString("<?xml version=\"1.0\"?>\n<!DOCTYPE target SYSTEM \"gdb-target.dtd\">\n<target>\n")
-		b.WriteString("  <architecture>i386:x86-64</architecture>\n  <osabi>GNU/Linux</osabi>\n")
+		fmt.Fprintf(&b, "  <architecture>%s</architecture>\n  <osabi>GNU/Linux</osabi>\n", l.Arch)
 		for _, f := range l.Features() {
 			fmt.Fprintf(&b, "  <xi:include href=%q/>\n", featureFile[f])
 		}
@@ -116,6 +118,9 @@ func (l *Layout) featureXML(feature string) []byte {
 	var b strings.Builder
 	b.WriteString("<?xml version=\"1.0\"?>\n<!DOCTYPE feature SYSTEM \"gdb-target.dtd\">\n")
 	fmt.Fprintf(&b, "<feature name=%q>\n", feature)
+	if feature == FeatureAArch64SVE {
+		b.WriteString(sveTypes(l.VQ))
+	}
 	b.WriteString(featureTypes[feature])
 	first := true
 	for _, r := range l.Regs {

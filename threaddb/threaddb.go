@@ -41,6 +41,7 @@
 package threaddb
 
 import (
+	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -84,6 +85,9 @@ const maxSlotinfoListEntries = 1 << 16
 type Resolver struct {
 	mem   Memory
 	order binary.ByteOrder
+	// descBelowTP is how far below the thread pointer the thread's
+	// struct pthread is (0 on x86-64).
+	descBelowTP uint64
 
 	linkMapTLSModid  Descriptor
 	linkMapTLSOffset Descriptor
@@ -128,10 +132,11 @@ func newResolver(mem Memory, lib *libcFile, libcBase uint64) (*Resolver, error) 
 	if err != nil {
 		return nil, fmt.Errorf("%w: no const_thread_area (%v)", ErrUnsupported, err)
 	}
-	if lib.machine != machineX8664 || area != amd64RegFS {
-		return nil, fmt.Errorf("%w: thread pointer is register %d on machine %d, only fs_base on x86-64 is handled", ErrUnsupported, area, lib.machine)
+	descBelowTP, err := threadDescriptorBelowTP(lib.machine, uint64(area))
+	if err != nil {
+		return nil, err
 	}
-	r := &Resolver{mem: mem, order: lib.order}
+	r := &Resolver{mem: mem, order: lib.order, descBelowTP: descBelowTP}
 	required := []struct {
 		name string
 		dst  *Descriptor
@@ -199,9 +204,25 @@ func (r *Resolver) findSlotinfoHead(lib *libcFile, bias uint64) bool {
 	return false
 }
 
+// threadDescriptorBelowTP says, from glibc's _thread_db_const_thread_area
+// (DB_THREAD_SELF), how far below the thread pointer a thread's struct
+// pthread is: on x86-64 the thread pointer is fs_base, the descriptor
+// itself (REGISTER (64, 64, FS), the value 25); on aarch64
+// (TLS_DTV_AT_TP) the descriptor lies just below the thread pointer,
+// tpidr_el0, and the value is sizeof (struct pthread) (CONST_THREAD_AREA).
+func threadDescriptorBelowTP(machine elf.Machine, area uint64) (uint64, error) {
+	switch {
+	case machine == machineX8664 && area == amd64RegFS:
+		return 0, nil
+	case machine == elf.EM_AARCH64 && area > 0 && area < 1<<16:
+		return area, nil
+	}
+	return 0, fmt.Errorf("%w: thread pointer is register %d on machine %d, only fs_base on x86-64 and tpidr_el0 on aarch64 are handled", ErrUnsupported, area, machine)
+}
+
 // TLSAddress returns the address of the thread-local object at offset in
 // the TLS block of the module whose struct link_map is at lm, for the
-// thread whose fs_base is fsBase — the answer to
+// thread whose thread pointer (fs_base, tpidr_el0) is fsBase — the answer to
 // qGetTLSAddr:<thread>,<offset>,<lm>. lm 0 means module id 1 (a static
 // executable), as gdbserver does.
 func (r *Resolver) TLSAddress(fsBase, lm, offset uint64) (uint64, error) {
@@ -226,10 +247,10 @@ func (r *Resolver) TLSBase(fsBase, modid uint64) (uint64, error) {
 	if modid < 1 {
 		return 0, ErrNoTLS
 	}
-	tp := fsBase
-	if tp == 0 {
+	if fsBase == 0 {
 		return 0, fmt.Errorf("thread pointer is 0: %w", ErrTLSNotAllocated)
 	}
+	tp := fsBase - r.descBelowTP // the thread's struct pthread
 	dtv, err := r.readField(tp, r.pthreadDTVP, 0)
 	if err != nil {
 		return 0, fmt.Errorf("reading dtv pointer of thread %#x: %w", tp, err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 
@@ -14,11 +13,12 @@ type machineCheck struct {
 	run        func() error
 }
 
-var machineChecks = []machineCheck{
+// machineChecks are the checks of every ISA, then this one's
+// (isaChecks).
+var machineChecks = append([]machineCheck{
 	{"debug-registers", "hardware breakpoints and watchpoints trap",
 		func() error { return inferior.ProbeDebugRegisters("/bin/true") }},
-	{"fsgsbase", "rdfsbase in user space (per-thread lanes for fast tracepoints)", fsgsbase},
-}
+}, isaChecks...)
 
 // check runs the machine checks named in args (all without arguments),
 // prints one line each and returns 1 if one failed, 2 for an unknown
@@ -50,17 +50,4 @@ func check(args []string) int {
 		fmt.Printf("%s: yes (%s)\n", c.name, c.what)
 	}
 	return status
-}
-
-// fsgsbase says whether the kernel lets user space use rdfsbase
-// (AT_HWCAP2 has HWCAP2_FSGSBASE).
-func fsgsbase() error {
-	auxv, err := os.ReadFile("/proc/self/auxv")
-	if err != nil {
-		return err
-	}
-	if v, _ := inferior.AuxvValue(auxv, inferior.AtHWCap2); v&inferior.HWCap2FSGSBase != 0 {
-		return nil
-	}
-	return errors.New("HWCAP2_FSGSBASE not set: every thread shares one lane")
 }

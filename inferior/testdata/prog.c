@@ -22,12 +22,18 @@ __attribute__((noinline)) void tp_site(int n) {
 
 /* exit_syscall labels a raw exit_group system call instruction. */
 __attribute__((noinline)) void raw_exit_group(int code) {
+#if defined(__x86_64__)
 	__asm__ volatile("mov $231, %%eax\n.globl exit_syscall\nexit_syscall: syscall" : : "D"(code) : "rax");
+#elif defined(__aarch64__)
+	register long x0 __asm__("x0") = code;
+	__asm__ volatile("mov x8, #94\n.globl exit_syscall\nexit_syscall: svc #0" : : "r"(x0) : "x8");
+#endif
 }
 
 /* fault_load returns *p; its load is at fault_insn. fault_recover is where
    the fault hook test sends a thread whose load faulted: it returns -1. */
 long fault_load(const long *p);
+#if defined(__x86_64__)
 __asm__(".text\n"
         ".globl fault_load\n.type fault_load, @function\nfault_load:\n"
         ".globl fault_insn\nfault_insn: movq (%rdi), %rax\n"
@@ -35,6 +41,15 @@ __asm__(".text\n"
         ".globl fault_recover\nfault_recover: movq $-1, %rax\n"
         "ret\n"
         ".size fault_load, .-fault_load\n");
+#elif defined(__aarch64__)
+__asm__(".text\n"
+        ".globl fault_load\n.type fault_load, %function\nfault_load:\n"
+        ".globl fault_insn\nfault_insn: ldr x0, [x0]\n"
+        "ret\n"
+        ".globl fault_recover\nfault_recover: mov x0, #-1\n"
+        "ret\n"
+        ".size fault_load, .-fault_load\n");
+#endif
 
 static void on_usr1(int sig) { (void)sig; __atomic_fetch_add(&got_usr1, 1, __ATOMIC_SEQ_CST); }
 
@@ -129,7 +144,11 @@ static volatile long spins;
  * TestLivePatchWhileRunning patches while four threads run through it:
  * a torn instruction there would crash the program. */
 __attribute__((noinline)) void nop5site(void) {
+#if defined(__x86_64__)
 	__asm__ volatile(".globl nop5_at\nnop5_at:\n.byte 0x0f, 0x1f, 0x44, 0x00, 0x00");
+#else
+	__asm__ volatile(".globl nop5_at\nnop5_at: nop");
+#endif
 }
 
 static void *nop5_spinner(void *arg) {

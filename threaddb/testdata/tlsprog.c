@@ -1,6 +1,6 @@
 /* Test inferior for package threaddb: thread-local variables in the main
    program, in a linked library and in a dlopen'ed library. Each thread
-   prints its thread pointer (pthread_self, which is fs_base on x86-64)
+   prints its thread pointer (fs_base on x86-64, tpidr_el0 on aarch64)
    and the addresses of its copies; then the program waits for stdin to
    close. */
 #define _GNU_SOURCE
@@ -25,7 +25,7 @@ static void report(const char *who, int touch_dl)
 	int *dl = touch_dl ? dl_tls_addr() : NULL;
 	pthread_mutex_lock(&out);
 	printf("thread %s tp=%#lx a=%p arr=%p linked=%p dl=%p\n", who,
-	       (unsigned long)pthread_self(), (void *)&a, (void *)arr,
+	       (unsigned long)__builtin_thread_pointer(), (void *)&a, (void *)arr,
 	       (void *)linked_tls_addr(), (void *)dl);
 	fflush(stdout);
 	pthread_mutex_unlock(&out);

@@ -1,5 +1,5 @@
 /* Statically linked test inferior for package threaddb: each thread
-   prints its thread pointer (pthread_self) and the address of its copy of
+   prints its thread pointer (fs_base, tpidr_el0) and the address of its copy of
    a thread-local array; then the program waits for stdin to close. */
 #include <pthread.h>
 #include <stdio.h>
@@ -12,7 +12,7 @@ static pthread_mutex_t out = PTHREAD_MUTEX_INITIALIZER;
 static void report(void)
 {
 	pthread_mutex_lock(&out);
-	printf("thread tp=%#lx sarr=%p\n", (unsigned long)pthread_self(), (void *)sarr);
+	printf("thread tp=%#lx sarr=%p\n", (unsigned long)__builtin_thread_pointer(), (void *)sarr);
 	fflush(stdout);
 	pthread_mutex_unlock(&out);
 }

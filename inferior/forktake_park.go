@@ -23,7 +23,7 @@ const sigSetmask = 2 // rt_sigprocmask's SIG_SETMASK
 // parkForHandOver readies held fork child pid, in a ptrace-stop, to be
 // detached: every signal blocked (rt_sigprocmask run in it, the old mask
 // kept on its stack), then run into pause's syscall-entry stop, where it
-// is to be detached. Signals sent while no tracer has it stay pending,
+// is to be detached (pauseSyscall). Signals sent while no tracer has it stay pending,
 // however they would act: a signal with a fatal default action that is
 // not blocked kills a process as soon as it is sent. It returns the
 // signals that were already due to the child (suppressed here, for the
@@ -43,7 +43,7 @@ func parkForHandOver(pid int) (parkedChild, []int, error) {
 		return c, nil, err
 	}
 	c.gadget = gadget
-	c.maskAddr = (c.regs.Rsp - 128 - 64) &^ 7
+	c.maskAddr = (stackPointer(&c.regs) - redZone - 64) &^ 7
 	if _, err := mem.ReadAt(c.stackWord[:], int64(c.maskAddr)); err != nil {
 		return c, nil, fmt.Errorf("reading its stack: %w", err)
 	}
@@ -57,7 +57,7 @@ func parkForHandOver(pid int) (parkedChild, []int, error) {
 		c.undo(pid, false)
 		return c, pending, fmt.Errorf("blocking its signals: %w", err)
 	}
-	more, err := c.runSyscall(pid, unix.SYS_PAUSE, false)
+	more, err := c.runSyscall(pid, pauseSyscall.nr, false, pauseSyscall.args...)
 	if err != nil {
 		c.undo(pid, true)
 	}
@@ -82,10 +82,8 @@ func (c parkedChild) undo(pid int, masked bool) {
 // Signals that stop it first are suppressed and returned.
 func (c parkedChild) runSyscall(pid int, nr uint64, toExit bool, args ...uint64) ([]int, error) {
 	regs := c.regs
-	regs.Rip = c.gadget
-	regs.Rax = nr
-	regs.Orig_rax = ^uint64(0)
-	setSyscallArgs(&regs, args)
+	regs.SetPC(c.gadget)
+	setSyscall(&regs, nr, args)
 	if err := unix.PtraceSetRegs(pid, &regs); err != nil {
 		return nil, fmt.Errorf("setting registers: %w", err)
 	}

@@ -1,0 +1,65 @@
+//go:build amd64
+
+package inferior
+
+import (
+	"testing"
+	"time"
+)
+
+// Non-stop tests that patch x86-64 code.
+
+// TestLivePatchWhileRunning: five threads run through a 5-byte nop while
+// it is patched 300 times with the live protocol — to a jmp to the next
+// instruction (a thread meeting the int3 goes to the jump's target) and
+// to another 5-byte nop (no jump either way: such a thread waits for
+// the bytes to be complete) — and back. No thread may ever execute a
+// half-written instruction (the program would crash and the wait below
+// report it), no stop may reach the caller, and the threads keep
+// running throughout.
+func TestLivePatchWhileRunning(t *testing.T) {
+	if !kernelSyncCore() {
+		t.Skip("the kernel has no SYNC_CORE membarriers")
+	}
+	p := launchNonStop(t, "livepatch")
+	counter, site := symbol(t, p, "counter"), symbol(t, p, "nop5_at")
+	p.SetLivePatching(true)
+	resumeAll(t, p)
+	time.Sleep(20 * time.Millisecond)
+	if !p.CanPatchLive() {
+		t.Fatal("live patching unavailable")
+	}
+	patches := [][]byte{
+		{0xe9, 0, 0, 0, 0},          // jmp to the next instruction
+		{0x3e, 0x0f, 0x1f, 0x40, 0}, // ds nopl 0(%rax)
+	}
+	for i := range 300 {
+		if err := p.InsertPatch(site, patches[i%2]); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+		if err := p.RemovePatch(site); err != nil {
+			t.Fatalf("round %d: %v", i, err)
+		}
+	}
+	if !counterMoves(t, p, counter) {
+		t.Fatal("the threads stopped running")
+	}
+	var orig [5]byte
+	if _, err := p.readRawForTest(site, orig[:]); err != nil || orig != [5]byte{0x0f, 0x1f, 0x44, 0, 0} {
+		t.Errorf("bytes at the site after the rounds: % x (%v)", orig, err)
+	}
+	st := p.LiveStats()
+	if st.Flushes < 600 || st.Patches < 600 {
+		t.Errorf("stats %+v: want 600 flushes with threads running", st)
+	}
+	t.Logf("%+v", st)
+	// Nothing was reported: the first event is the stop asked for.
+	if err := p.Resume([]Action{{Tid: -1, Stop: true}}); err != nil {
+		t.Fatal(err)
+	}
+	for range p.Threads() {
+		if ev := wait(t, p); ev.Kind != SignalStop || ev.Signal != 0 {
+			t.Fatalf("event %+v, want a stop with signal 0", ev)
+		}
+	}
+}
