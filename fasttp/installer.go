@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"sync"
@@ -75,7 +76,7 @@ type Installer struct {
 	bySlot    []*jumpSite        // by tracepoint table slot (maxSlots)
 	padTraps  map[uint64]padTrap // int3 address inside a pad → its role
 	arenas    map[uint64]*arena  // 1 GiB window → current pad area
-	areas     []Range            // every range of pad memory (Stabilize)
+	areas     []Range            // every range of pad memory, in order, merged (Stabilize)
 	// spare holds the memory mapped at forced addresses that no pad or
 	// trampoline uses: the rest of each page mapped for one, and those
 	// of jumps since removed (jumpSite.own). The same site placed again
@@ -312,12 +313,33 @@ func (in *Installer) Batch(f func()) {
 		}
 		in.codeMu.Unlock()
 		defer in.endBatch()
+		defer lazierGC()()
 		in.releaseQuarantine()
 		f()
 	}
 	if in.proc == nil || in.proc.Exclusive(run) != nil {
 		f() // a closed process: f's operations fail one by one
 	}
+}
+
+// batchGCPercent is the garbage collector's GOGC while a Batch runs.
+// Placing a thousand tracepoints allocates about 7 MB of short-lived
+// data (decoded instructions, pad images, kept writes); at Go's default
+// of 100 that started a collection or two per tstart, whose marking and
+// the fresh pages the heap then faulted in were a fifth of the stub's
+// CPU time at function entries (scripts/bench-insert.sh, SITES=entry).
+// The heap can grow only by what the batch allocates, and the setting
+// is put back when it ends.
+const batchGCPercent = 400
+
+// lazierGC raises GOGC to batchGCPercent unless the collector is off or
+// lazier already, and returns the function that puts it back.
+func lazierGC() (restore func()) {
+	old := debug.SetGCPercent(batchGCPercent)
+	if old < 0 || old > batchGCPercent {
+		debug.SetGCPercent(old)
+	}
+	return func() { debug.SetGCPercent(old) }
 }
 
 // releaseQuarantine makes the quarantined memory no thread is inside
@@ -1043,7 +1065,7 @@ func (in *Installer) placeJump(tp *tracing.Tracepoint, acts *padActions, cands [
 	if site.Slot != 0 {
 		// A thread stopped between the short jump and the slot's jump
 		// is stepped on into the pad (Stabilize).
-		in.areas = append(in.areas, Range{site.Slot, site.Slot + JumpLen})
+		in.areas = unionInsert(in.areas, Range{site.Slot, site.Slot + JumpLen})
 	}
 	if !reused {
 		// A slot reused by a tracepoint placed again keeps its
@@ -1277,7 +1299,7 @@ func (in *Installer) arenaSpaceLocked(addr, size uint64) (uint64, error) {
 			in.mapped = insertSorted(in.mapped, Range{base, base + arenaSize})
 		}
 		in.freeOK = false
-		in.areas = append(in.areas, Range{base, base + arenaSize})
+		in.areas = unionInsert(in.areas, Range{base, base + arenaSize})
 	}
 	p := a.base + a.used
 	if d := int64(p - addr); d > 1<<31-arenaSize || d < -(1<<31)+arenaSize {
@@ -1428,9 +1450,7 @@ func (in *Installer) mapPadLocked(p, size uint64) error {
 		}
 		in.addSpareLocked(Range{pages.Start, r.Start}, Range{r.End, pages.End})
 	}
-	if !slices.ContainsFunc(in.areas, func(a Range) bool { return a.Start <= r.Start && r.End <= a.End }) {
-		in.areas = append(in.areas, r)
-	}
+	in.areas = unionInsert(in.areas, r)
 	return nil
 }
 
@@ -1493,21 +1513,29 @@ func (in *Installer) threadInLocked(r Range) bool {
 func (in *Installer) addSpareLocked(rs ...Range) {
 	in.freeOK = false
 	for _, r := range rs {
-		if r.End <= r.Start {
-			continue
-		}
-		i, _ := slices.BinarySearchFunc(in.spare, r.Start, byStartAt)
-		if i > 0 && in.spare[i-1].End >= r.Start {
-			i--
-			r = Range{in.spare[i].Start, max(in.spare[i].End, r.End)}
-			in.spare = slices.Delete(in.spare, i, i+1)
-		}
-		for i < len(in.spare) && in.spare[i].Start <= r.End {
-			r.End = max(r.End, in.spare[i].End)
-			in.spare = slices.Delete(in.spare, i, i+1)
-		}
-		in.spare = slices.Insert(in.spare, i, r)
+		in.spare = unionInsert(in.spare, r)
 	}
+}
+
+// unionInsert adds r to rs (in order, not overlapping), merging it with
+// the ranges it overlaps or touches.
+func unionInsert(rs []Range, r Range) []Range {
+	if r.End <= r.Start {
+		return rs
+	}
+	i, _ := slices.BinarySearchFunc(rs, r.Start, byStartAt)
+	if i > 0 && rs[i-1].End >= r.Start {
+		i--
+		r = Range{rs[i].Start, max(rs[i].End, r.End)}
+		rs = slices.Delete(rs, i, i+1)
+	}
+	j := i
+	for j < len(rs) && rs[j].Start <= r.End {
+		r.End = max(r.End, rs[j].End)
+		j++
+	}
+	rs = slices.Delete(rs, i, j)
+	return slices.Insert(rs, i, r)
 }
 
 // threadPCsLocked returns the pcs of the process's threads (read once

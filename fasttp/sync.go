@@ -78,14 +78,7 @@ func (in *Installer) Stabilize() {
 	if len(areas) == 0 {
 		return
 	}
-	inPad := func(pc uint64) bool {
-		for _, a := range areas {
-			if pc >= a.Start && pc < a.End {
-				return true
-			}
-		}
-		return false
-	}
+	inPad := func(pc uint64) bool { return holding(areas, Range{pc, pc + 1}) >= 0 }
 	for _, tid := range in.proc.Threads() {
 		regs, err := in.proc.Registers(tid)
 		if err != nil || !inPad(regs.Uint64(tdesc.RIP)) {

@@ -36,6 +36,10 @@ type Process struct {
 	// memory writes kept until the outermost ends (writebatch.go).
 	writeBatch int
 	kept       pendingWrites
+	// injectingNoMemory is set while an injected system call that reads
+	// no memory of the process runs: only the kept writes on its
+	// instruction's pages are made first (flushBeforeResume).
+	injectingNoMemory bool
 	// live is the code patched while threads run (livepatch.go).
 	live liveState
 
