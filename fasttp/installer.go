@@ -38,8 +38,10 @@ const (
 	// MinRingSize is the smallest lane SetRingSize accepts.
 	MinRingSize = 64 << 10
 	// arenaSize is one area of pad code, allocated per 1 GiB window of
-	// code addresses so that rel32 jumps reach.
-	arenaSize = 256 << 10
+	// code addresses so that rel32 jumps reach. Its pages cost nothing
+	// until a pad is written there; each area is an mmap injected into
+	// the process (a quarter of a millisecond), about a thousand pads.
+	arenaSize = 1 << 20
 	// maxCollectCap bounds the collection space reserved per hit.
 	maxCollectCap = 16 << 10
 	// unknownCollect is reserved for a collection whose size is not
@@ -1047,7 +1049,8 @@ func (in *Installer) placeJump(tp *tracing.Tracepoint, acts *padActions, cands [
 		img[i] = 0xcc
 	}
 	copy(img[padLen:], tail)
-	if err := in.writeMemory(base, img); err != nil {
+	in.forgetCode(base, uint64(len(img)))
+	if err := in.proc.WriteMemoryOwned(base, img); err != nil { // img is not used again
 		return fmt.Errorf("writing the pad: %w", err)
 	}
 	if entry != base {

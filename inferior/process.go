@@ -40,6 +40,9 @@ type Process struct {
 	// no memory of the process runs: only the kept writes on its
 	// instruction's pages are made first (flushBeforeResume).
 	injectingNoMemory bool
+	// ownedWrite is set while WriteMemoryOwned writes: a kept write
+	// keeps its caller's bytes, not a copy.
+	ownedWrite bool
 	// live is the code patched while threads run (livepatch.go).
 	live liveState
 

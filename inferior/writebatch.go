@@ -37,8 +37,11 @@ func (p *Process) deferWrite(addr uint64, data []byte) bool {
 	if pw.pages == nil {
 		pw.pages = map[uint64][]int{}
 	}
+	if !p.ownedWrite {
+		data = append([]byte(nil), data...)
+	}
 	i := len(pw.writes)
-	pw.writes = append(pw.writes, memWrite{addr, append([]byte(nil), data...)})
+	pw.writes = append(pw.writes, memWrite{addr, data})
 	for page := addr &^ (pageSize - 1); page < addr+uint64(len(data)); page += pageSize {
 		pw.pages[page] = append(pw.pages[page], i)
 	}

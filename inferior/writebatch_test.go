@@ -119,3 +119,37 @@ func TestFlushWritesOn(t *testing.T) {
 		t.Fatalf("after Exclusive: memory % x, %v; want % x", mem, err, data)
 	}
 }
+
+// TestWriteMemoryOwned: inside Exclusive an owned write is kept without
+// a copy (WriteMemory's is copied: its caller may reuse the buffer), and
+// both reach memory when Exclusive ends.
+func TestWriteMemoryOwned(t *testing.T) {
+	p := launch(t, "bp")
+	runToMain(t, p)
+	base, err := p.AllocateScratch(0, pageSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owned, copied := []byte{1, 2, 3, 4}, []byte{5, 6, 7, 8}
+	var sharesOwned, sharesCopied bool
+	if err := p.Exclusive(func() {
+		if err := p.WriteMemoryOwned(base, owned); err != nil {
+			t.Error(err)
+		}
+		if err := p.WriteMemory(base+16, copied); err != nil {
+			t.Error(err)
+		}
+		if w := p.kept.writes; len(w) == 2 {
+			sharesOwned, sharesCopied = &w[0].data[0] == &owned[0], &w[1].data[0] == &copied[0]
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !sharesOwned || sharesCopied {
+		t.Fatalf("kept writes share the owned buffer: %v (want true), the copied one: %v (want false)", sharesOwned, sharesCopied)
+	}
+	got := make([]byte, 20)
+	if _, err := p.readNow(base, got); err != nil || !bytes.Equal(got[:4], owned) || !bytes.Equal(got[16:], copied) {
+		t.Fatalf("memory % x, %v", got, err)
+	}
+}
