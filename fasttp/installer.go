@@ -1,6 +1,7 @@
 package fasttp
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -922,6 +923,23 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	return in.placeJump(tp, acts, cands)
 }
 
+// writePad writes a pad at base: its code (which nothing changes once
+// placed: handed over, not copied), int3s up to padLen, then tail (the
+// relocated instructions).
+func (in *Installer) writePad(base uint64, code []byte, padLen uint64, tail []byte) error {
+	rest := make([]byte, padLen-uint64(len(code))+uint64(len(tail)))
+	n := copy(rest, bytes.Repeat([]byte{0xcc}, int(padLen)-len(code)))
+	copy(rest[n:], tail)
+	in.forgetCode(base, padLen+uint64(len(tail)))
+	if err := in.proc.WriteMemoryOwned(base, code); err != nil {
+		return fmt.Errorf("writing the pad: %w", err)
+	}
+	if err := in.proc.WriteMemoryOwned(base+uint64(len(code)), rest); err != nil {
+		return fmt.Errorf("writing the pad: %w", err)
+	}
+	return nil
+}
+
 // buildPadLocked builds the pad of spec, or copies one built for
 // another tracepoint with the same spec otherwise (jit.PadSpec.Key: no
 // condition or collection code) and retargets it.
@@ -1043,15 +1061,8 @@ func (in *Installer) placeJump(tp *tracing.Tracepoint, acts *padActions, cands [
 	if padLen+uint64(len(tail)) > size {
 		return fmt.Errorf("relocated instructions take %d bytes, %d reserved", len(tail), size-padLen)
 	}
-	img := make([]byte, padLen+uint64(len(tail)))
-	copy(img, pad.Code)
-	for i := len(pad.Code); i < int(padLen); i++ {
-		img[i] = 0xcc
-	}
-	copy(img[padLen:], tail)
-	in.forgetCode(base, uint64(len(img)))
-	if err := in.proc.WriteMemoryOwned(base, img); err != nil { // img is not used again
-		return fmt.Errorf("writing the pad: %w", err)
+	if err := in.writePad(base, pad.Code, padLen, tail); err != nil {
+		return err
 	}
 	if entry != base {
 		jmp, err := appendJmpRel32(nil, entry, base)
