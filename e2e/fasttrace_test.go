@@ -790,3 +790,45 @@ monitor ftrace`, "calls_done", "")
 		t.Errorf("%d frames, want %d (two per call)", frames, 2*calls)
 	}
 }
+
+// TestFastTraceAfterPushBecomesTrap: a thread stopped between the push
+// left in place and the jump after it (gdb stepped the push) when the
+// tracepoint becomes a trap (gdb's breakpoint inside the jump's bytes)
+// still gets its hit: it is sent on to the pad, as if it had run the
+// jump, before the jump comes out. Every call is one frame.
+func TestFastTraceAfterPushBecomesTrap(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gotpstub's placement")
+	}
+	const calls = 50
+	prog := buildC(t, filepath.Join(t.TempDir(), "afterpush"), []string{"afterpush.c"}, "-no-pie")
+	stub := startStub(t, []string{"--once"}, prog, strconv.Itoa(calls))
+	out := runGDB(t, gdbSession{program: prog, commands: []string{strings.Join([]string{
+		"target remote " + stub.target(),
+		"set breakpoint always-inserted on", // in while stopped: monitor ftrace sees the trap
+		"tbreak *after_push",
+		"continue",
+		"ftrace *after_push",
+		"tstart",
+		"monitor ftrace",
+		"stepi",
+		`printf "at=%d\n", $pc - (long)&after_push`,
+		// On the jump's kept bytes: the tracepoint becomes a trap while
+		// gdb's breakpoints are in (from the continue on); the condition
+		// keeps gdb from reporting this one.
+		"break *after_push+4 if 0",
+		"break calls_done",
+		"continue",
+		"monitor ftrace",
+		"tstop",
+		"tstatus",
+		"continue",
+	}, "\n")}})
+	mustMatch(t, out, `tracepoint 2 at 0x[0-9a-f]+: .*after the push left in place`)
+	mustContain(t, out, "at=1\n")
+	mustMatch(t, out, `tracepoint 2 at 0x[0-9a-f]+: trap \(int3\) instead of a jump`)
+	if frames := framesCollected(t, out); frames != calls {
+		t.Errorf("%d frames, want %d (one per call, the stepped one too)", frames, calls)
+	}
+	mustContain(t, stub.output.String(), fmt.Sprintf("sum=%d bumps=%d", calls*(calls+1)/2, calls))
+}

@@ -704,6 +704,9 @@ func (in *Installer) convertToTrapFor(s *jumpSite, why string) error {
 	if err := in.traps.Install(s.tp); err != nil {
 		return fmt.Errorf("fast tracepoint %d at %#x: replacing the jump by a trap: %w", s.tp.Num, s.tp.Addr, err)
 	}
+	if err := in.sendOnAfterLead(s); err != nil {
+		in.logf("fast tracepoints: %v", err)
+	}
 	if err := in.unpatch(s); err != nil {
 		return err
 	}
@@ -712,6 +715,25 @@ func (in *Installer) convertToTrapFor(s *jumpSite, why string) error {
 	in.mu.Unlock()
 	in.logf("fast tracepoint %d at %#x: trap instead of a jump: %s", s.tp.Num, s.tp.Addr, why)
 	in.engine.FastAsTrap(s.tp, why)
+	return nil
+}
+
+// sendOnAfterLead, for a jump after a push left in place (Site.Lead)
+// that is coming out while its tracepoint becomes a trap at the push,
+// sends a thread that ran the push but not yet the jump (pc at the
+// jump) on to the jump's target, as if it had run it: the trap is behind
+// it, and without the jump its hit would be lost. Stopped threads are
+// moved now; running ones (live patching) when the jump's removal is
+// flushed, once none can reach the push unseen.
+func (in *Installer) sendOnAfterLead(s *jumpSite) error {
+	if s.site.Lead == 0 || !s.patched {
+		return nil
+	}
+	at, to := s.site.Addr, s.entry
+	err := in.proc.RelocatePCsLive(func(_ int, pc uint64) (uint64, bool) { return to, pc == at })
+	if err != nil {
+		return fmt.Errorf("fast tracepoint %d: threads between the push and the jump at %#x: %w", s.tp.Num, at, err)
+	}
 	return nil
 }
 
