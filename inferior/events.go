@@ -398,6 +398,9 @@ func (p *Process) breakpointHit(t *thread, bp *swBreakpoint) {
 				// the thread steps it over the trap first.
 				return
 			}
+			if p.displacedStepOff(t, true) {
+				return // out of line, the others running on
+			}
 			// Step over the trap in place. The int3 is out of memory
 			// meanwhile, so stop the other threads first lest they run
 			// through it unseen, and let them go again afterwards.

@@ -43,6 +43,10 @@ type Process struct {
 	// ownedWrite is set while WriteMemoryOwned writes: a kept write
 	// keeps its caller's bytes, not a copy.
 	ownedWrite bool
+	// displacer runs non-stop step-overs out of line (displaced.go);
+	// displacedSteps counts them.
+	displacer      DisplacedStepper
+	displacedSteps int
 	// live is the code patched while threads run (livepatch.go).
 	live liveState
 

@@ -53,6 +53,7 @@ type Installer struct {
 
 	mu      sync.Mutex
 	sites   map[uint64]*site
+	steps   map[uint64]*displaced   // breakpoints' out-of-line step-overs (stepover.go)
 	scratch map[uint64]*scratchArea // 1 GiB window → its current area
 	pending []uint64                // traps to remove once the ptrace thread is free
 	inHook  bool
@@ -68,10 +69,11 @@ type site struct {
 }
 
 // New returns an installer for p that reports hits to e, and registers
-// itself as p's trap hook.
+// itself as p's trap hook and displaced stepper.
 func New(p *inferior.Process, e *tracing.Engine) *Installer {
-	in := &Installer{proc: p, engine: e, sites: map[uint64]*site{}, scratch: map[uint64]*scratchArea{}}
+	in := &Installer{proc: p, engine: e, sites: map[uint64]*site{}, steps: map[uint64]*displaced{}, scratch: map[uint64]*scratchArea{}}
 	p.SetTrapHook(in.hook)
+	p.SetDisplacedStepper(in.DisplacedStep)
 	return in
 }
 
