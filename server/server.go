@@ -128,6 +128,9 @@ type Server struct {
 	forkEvents, vforkEvents bool
 	// heldBps: Z packets gdb sent for held fork children, by pid.
 	heldBps map[int]map[heldBreakpoint]bool
+	// forkTold: the held fork children whose fork event a stop reply
+	// has told gdb of; only those are listed (listedThreads).
+	forkTold map[int]bool
 	lastPid int  // pid of the current or last process
 	exitReq bool // monitor exit
 	disp    dispatchState
