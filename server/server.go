@@ -131,10 +131,10 @@ type Server struct {
 	// forkTold: the held fork children whose fork event a stop reply
 	// has told gdb of; only those are listed (listedThreads).
 	forkTold map[int]bool
-	lastPid int  // pid of the current or last process
-	exitReq bool // monitor exit
-	disp    dispatchState
-	ns      nonStopState // gdb's non-stop mode (nonstop.go)
+	lastPid  int  // pid of the current or last process
+	exitReq  bool // monitor exit
+	disp     dispatchState
+	ns       nonStopState // gdb's non-stop mode (nonstop.go)
 
 	gThread, cThread int // Hg / Hc selections (0 = any, -1 = all)
 
