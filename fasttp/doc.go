@@ -87,7 +87,11 @@
 // entry as rip, so a frame holds the entry's registers; only the 8 bytes
 // below the entry's rsp differ (the pushed register). A thread stopped
 // after the push when the jump goes in is moved to the relocated copy
-// (it ran the push before the tracepoint was there). This places the
+// (it ran the push before the tracepoint was there); one stopped there
+// when the tracepoint becomes a trap at the push (a gdb breakpoint in
+// the jump's bytes, say) is sent on to the pad, as if it had run the
+// jump, before the jump comes out (sendOnAfterLead), so that it keeps
+// its hit. This places the
 // entries of a non-PIE executable where every pun at the entry points
 // below address 0 (python3.11's `push %rbx; mov %rdi,%rbx; call`).
 //

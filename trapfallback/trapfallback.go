@@ -19,6 +19,12 @@
 //     displacement re-encoded for the new address, single-stepped there,
 //     and the pc (and, for an indirect call, the pushed return address)
 //     moved back to the original code.
+//
+// The same displaced steps take threads over gdb's breakpoints whose
+// hit the stub resumes itself (a false target-side condition) or gdb
+// resumes in non-stop mode: the Installer is the process's
+// inferior.DisplacedStepper (stepover.go), so the other threads need
+// not stop while the int3 would be out of memory.
 package trapfallback
 
 import (
