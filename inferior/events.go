@@ -733,8 +733,23 @@ func (p *Process) dropStaleEvents() {
 // Events beyond the first stay queued for later Waits (and for the
 // resumption of their thread).
 func (p *Process) Wait() (StopEvent, error) {
+	wait, err := p.StartWait()
+	if err != nil {
+		return StopEvent{}, err
+	}
+	return wait()
+}
+
+// StartWait begins a Wait at once and returns the function that waits
+// for its result (Wait is both). A CancelWait made after StartWait
+// returns ends that wait: a caller that waits on another goroutine
+// starts the wait on its own first, or a CancelWait made before that
+// goroutine ran would find no wait to end, and the wait would go on
+// until some event came (none may: gotpstub hung so when every thread
+// was stopped, gdb.threads/next-fork-other-thread.exp).
+func (p *Process) StartWait() (wait func() (StopEvent, error), err error) {
 	ch := make(chan waitResult, 1)
-	err := p.do(func() error {
+	err = p.do(func() error {
 		if p.waiter != nil {
 			return errors.New("inferior: concurrent Wait")
 		}
@@ -742,8 +757,13 @@ func (p *Process) Wait() (StopEvent, error) {
 		return nil
 	})
 	if err != nil {
-		return StopEvent{}, err
+		return nil, err
 	}
+	return func() (StopEvent, error) { return p.waitResult(ch) }, nil
+}
+
+// waitResult waits for the result of the wait whose channel is ch.
+func (p *Process) waitResult(ch chan waitResult) (StopEvent, error) {
 	select {
 	case r := <-ch:
 		return r.ev, r.err
