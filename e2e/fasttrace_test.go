@@ -832,3 +832,44 @@ func TestFastTraceAfterPushBecomesTrap(t *testing.T) {
 	}
 	mustContain(t, stub.output.String(), fmt.Sprintf("sum=%d bumps=%d", calls*(calls+1)/2, calls))
 }
+
+// A gdb stepi at a fast tracepoint whose jump covers two instructions
+// executes one instruction, as without the tracepoint: the thread runs
+// the pad (the hit is collected) and the copy of the first instruction,
+// and stops at the second one's own address (its int3 pun sends it back
+// to the copy when it runs on); the next stepi executes that one. Every
+// call is still one frame.
+func TestStepiIntoPunnedJump(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gotpstub's jump shapes")
+	}
+	prog := buildProgram(t, "bpcover")
+	stub := startStub(t, []string{"--once", "--ftrace-shapes=plain,int3"}, prog)
+	script := strings.Join([]string{
+		"target remote " + stub.target(),
+		"break main",
+		"continue",
+		"ftrace covered",
+		"break done",
+		"tstart",
+		"monitor ftrace",
+		"tbreak covered",
+		"continue",
+		`printf "at covered: %d\n", (long)$pc == (long)&covered`,
+		"stepi",
+		`printf "at covered_next: %d\n", (long)$pc == (long)&covered_next`,
+		"stepi",
+		`printf "after covered_next: %d\n", (long)$pc > (long)&covered_next && (long)$pc < (long)&covered_next + 8`,
+		"continue",
+		"tstop",
+		"tstatus",
+		"continue",
+	}, "\n")
+	out := runGDB(t, gdbSession{program: prog, commands: []string{script}})
+	mustMatch(t, out, `tracepoint 2 at 0x[0-9a-f]+: punned jump over 6 bytes \(2 instructions\)`)
+	mustContain(t, out, "at covered: 1", "at covered_next: 1", "after covered_next: 1", "exited normally")
+	if n := framesCollected(t, out); n != 10 {
+		t.Errorf("%d frames, want one per call (10)", n)
+	}
+	mustContain(t, stub.output.String(), "x=30")
+}

@@ -150,7 +150,11 @@
 // written last (inferior.Process.InsertPatch). Patches are hidden from gdb's
 // memory reads and layered under breakpoints, so a gdb breakpoint at the
 // tracepoint address works and stepping over it enters the pad (the hit is
-// collected, as with gdbserver). Removal takes the puns' traps out, then the
+// collected, as with gdbserver). A thread gdb sees stopped is never inside
+// a pad (Stabilize single-steps it out first); one that ran the copy of a
+// covered instruction and reaches the copy of the next one, which has an
+// int3 pun at its own address, stops at that address instead, so that a
+// stepi at a jump over several instructions executes one of them. Removal takes the puns' traps out, then the
 // patch. A removal the drainer makes (a pad ended the run: a full buffer)
 // waits, the program perhaps running, until the next stop (Flush) or the
 // next Install, whichever comes first; only the drainer's own calls wait
