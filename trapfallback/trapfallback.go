@@ -79,7 +79,7 @@ type site struct {
 func New(p *inferior.Process, e *tracing.Engine) *Installer {
 	in := &Installer{proc: p, engine: e, sites: map[uint64]*site{}, steps: map[uint64]*displaced{}, scratch: map[uint64]*scratchArea{}}
 	p.SetTrapHook(in.hook)
-	p.SetDisplacedStepper(in.DisplacedStep)
+	registerStepper(p, in)
 	return in
 }
 
