@@ -790,3 +790,86 @@ monitor ftrace`, "calls_done", "")
 		t.Errorf("%d frames, want %d (two per call)", frames, 2*calls)
 	}
 }
+
+// TestFastTraceAfterPushBecomesTrap: a thread stopped between the push
+// left in place and the jump after it (gdb stepped the push) when the
+// tracepoint becomes a trap (gdb's breakpoint inside the jump's bytes)
+// still gets its hit: it is sent on to the pad, as if it had run the
+// jump, before the jump comes out. Every call is one frame.
+func TestFastTraceAfterPushBecomesTrap(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gotpstub's placement")
+	}
+	const calls = 50
+	prog := buildC(t, filepath.Join(t.TempDir(), "afterpush"), []string{"afterpush.c"}, "-no-pie")
+	stub := startStub(t, []string{"--once"}, prog, strconv.Itoa(calls))
+	out := runGDB(t, gdbSession{program: prog, commands: []string{strings.Join([]string{
+		"target remote " + stub.target(),
+		"set breakpoint always-inserted on", // in while stopped: monitor ftrace sees the trap
+		"tbreak *after_push",
+		"continue",
+		"ftrace *after_push",
+		"tstart",
+		"monitor ftrace",
+		"stepi",
+		`printf "at=%d\n", $pc - (long)&after_push`,
+		// On the jump's kept bytes: the tracepoint becomes a trap while
+		// gdb's breakpoints are in (from the continue on); the condition
+		// keeps gdb from reporting this one.
+		"break *after_push+4 if 0",
+		"break calls_done",
+		"continue",
+		"monitor ftrace",
+		"tstop",
+		"tstatus",
+		"continue",
+	}, "\n")}})
+	mustMatch(t, out, `tracepoint 2 at 0x[0-9a-f]+: .*after the push left in place`)
+	mustContain(t, out, "at=1\n")
+	mustMatch(t, out, `tracepoint 2 at 0x[0-9a-f]+: trap \(int3\) instead of a jump`)
+	if frames := framesCollected(t, out); frames != calls {
+		t.Errorf("%d frames, want %d (one per call, the stepped one too)", frames, calls)
+	}
+	mustContain(t, stub.output.String(), fmt.Sprintf("sum=%d bumps=%d", calls*(calls+1)/2, calls))
+}
+
+// A gdb stepi at a fast tracepoint whose jump covers two instructions
+// executes one instruction, as without the tracepoint: the thread runs
+// the pad (the hit is collected) and the copy of the first instruction,
+// and stops at the second one's own address (its int3 pun sends it back
+// to the copy when it runs on); the next stepi executes that one. Every
+// call is still one frame.
+func TestStepiIntoPunnedJump(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gotpstub's jump shapes")
+	}
+	prog := buildProgram(t, "bpcover")
+	stub := startStub(t, []string{"--once", "--ftrace-shapes=plain,int3"}, prog)
+	script := strings.Join([]string{
+		"target remote " + stub.target(),
+		"break main",
+		"continue",
+		"ftrace covered",
+		"break done",
+		"tstart",
+		"monitor ftrace",
+		"tbreak covered",
+		"continue",
+		`printf "at covered: %d\n", (long)$pc == (long)&covered`,
+		"stepi",
+		`printf "at covered_next: %d\n", (long)$pc == (long)&covered_next`,
+		"stepi",
+		`printf "after covered_next: %d\n", (long)$pc > (long)&covered_next && (long)$pc < (long)&covered_next + 8`,
+		"continue",
+		"tstop",
+		"tstatus",
+		"continue",
+	}, "\n")
+	out := runGDB(t, gdbSession{program: prog, commands: []string{script}})
+	mustMatch(t, out, `tracepoint 2 at 0x[0-9a-f]+: punned jump over 6 bytes \(2 instructions\)`)
+	mustContain(t, out, "at covered: 1", "at covered_next: 1", "after covered_next: 1", "exited normally")
+	if n := framesCollected(t, out); n != 10 {
+		t.Errorf("%d frames, want one per call (10)", n)
+	}
+	mustContain(t, stub.output.String(), "x=30")
+}

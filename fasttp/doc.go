@@ -87,7 +87,11 @@
 // entry as rip, so a frame holds the entry's registers; only the 8 bytes
 // below the entry's rsp differ (the pushed register). A thread stopped
 // after the push when the jump goes in is moved to the relocated copy
-// (it ran the push before the tracepoint was there). This places the
+// (it ran the push before the tracepoint was there); one stopped there
+// when the tracepoint becomes a trap at the push (a gdb breakpoint in
+// the jump's bytes, say) is sent on to the pad, as if it had run the
+// jump, before the jump comes out (sendOnAfterLead), so that it keeps
+// its hit. This places the
 // entries of a non-PIE executable where every pun at the entry points
 // below address 0 (python3.11's `push %rbx; mov %rdi,%rbx; call`).
 //
@@ -146,7 +150,11 @@
 // written last (inferior.Process.InsertPatch). Patches are hidden from gdb's
 // memory reads and layered under breakpoints, so a gdb breakpoint at the
 // tracepoint address works and stepping over it enters the pad (the hit is
-// collected, as with gdbserver). Removal takes the puns' traps out, then the
+// collected, as with gdbserver). A thread gdb sees stopped is never inside
+// a pad (Stabilize single-steps it out first); one that ran the copy of a
+// covered instruction and reaches the copy of the next one, which has an
+// int3 pun at its own address, stops at that address instead, so that a
+// stepi at a jump over several instructions executes one of them. Removal takes the puns' traps out, then the
 // patch. A removal the drainer makes (a pad ended the run: a full buffer)
 // waits, the program perhaps running, until the next stop (Flush) or the
 // next Install, whichever comes first; only the drainer's own calls wait

@@ -1,10 +1,12 @@
 package fasttp
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"sync"
@@ -37,8 +39,10 @@ const (
 	// MinRingSize is the smallest lane SetRingSize accepts.
 	MinRingSize = 64 << 10
 	// arenaSize is one area of pad code, allocated per 1 GiB window of
-	// code addresses so that rel32 jumps reach.
-	arenaSize = 256 << 10
+	// code addresses so that rel32 jumps reach. Its pages cost nothing
+	// until a pad is written there; each area is an mmap injected into
+	// the process (a quarter of a millisecond), about a thousand pads.
+	arenaSize = 1 << 20
 	// maxCollectCap bounds the collection space reserved per hit.
 	maxCollectCap = 16 << 10
 	// unknownCollect is reserved for a collection whose size is not
@@ -75,7 +79,7 @@ type Installer struct {
 	bySlot    []*jumpSite        // by tracepoint table slot (maxSlots)
 	padTraps  map[uint64]padTrap // int3 address inside a pad → its role
 	arenas    map[uint64]*arena  // 1 GiB window → current pad area
-	areas     []Range            // every range of pad memory (Stabilize)
+	areas     []Range            // every range of pad memory, in order, merged (Stabilize)
 	// spare holds the memory mapped at forced addresses that no pad or
 	// trampoline uses: the rest of each page mapped for one, and those
 	// of jumps since removed (jumpSite.own). The same site placed again
@@ -312,12 +316,33 @@ func (in *Installer) Batch(f func()) {
 		}
 		in.codeMu.Unlock()
 		defer in.endBatch()
+		defer lazierGC()()
 		in.releaseQuarantine()
 		f()
 	}
 	if in.proc == nil || in.proc.Exclusive(run) != nil {
 		f() // a closed process: f's operations fail one by one
 	}
+}
+
+// batchGCPercent is the garbage collector's GOGC while a Batch runs.
+// Placing a thousand tracepoints allocates about 7 MB of short-lived
+// data (decoded instructions, pad images, kept writes); at Go's default
+// of 100 that started a collection or two per tstart, whose marking and
+// the fresh pages the heap then faulted in were a fifth of the stub's
+// CPU time at function entries (scripts/bench-insert.sh, SITES=entry).
+// The heap can grow only by what the batch allocates, and the setting
+// is put back when it ends.
+const batchGCPercent = 400
+
+// lazierGC raises GOGC to batchGCPercent unless the collector is off or
+// lazier already, and returns the function that puts it back.
+func lazierGC() (restore func()) {
+	old := debug.SetGCPercent(batchGCPercent)
+	if old < 0 || old > batchGCPercent {
+		debug.SetGCPercent(old)
+	}
+	return func() { debug.SetGCPercent(old) }
 }
 
 // releaseQuarantine makes the quarantined memory no thread is inside
@@ -679,6 +704,9 @@ func (in *Installer) convertToTrapFor(s *jumpSite, why string) error {
 	if err := in.traps.Install(s.tp); err != nil {
 		return fmt.Errorf("fast tracepoint %d at %#x: replacing the jump by a trap: %w", s.tp.Num, s.tp.Addr, err)
 	}
+	if err := in.sendOnAfterLead(s); err != nil {
+		in.logf("fast tracepoints: %v", err)
+	}
 	if err := in.unpatch(s); err != nil {
 		return err
 	}
@@ -687,6 +715,25 @@ func (in *Installer) convertToTrapFor(s *jumpSite, why string) error {
 	in.mu.Unlock()
 	in.logf("fast tracepoint %d at %#x: trap instead of a jump: %s", s.tp.Num, s.tp.Addr, why)
 	in.engine.FastAsTrap(s.tp, why)
+	return nil
+}
+
+// sendOnAfterLead, for a jump after a push left in place (Site.Lead)
+// that is coming out while its tracepoint becomes a trap at the push,
+// sends a thread that ran the push but not yet the jump (pc at the
+// jump) on to the jump's target, as if it had run it: the trap is behind
+// it, and without the jump its hit would be lost. Stopped threads are
+// moved now; running ones (live patching) when the jump's removal is
+// flushed, once none can reach the push unseen.
+func (in *Installer) sendOnAfterLead(s *jumpSite) error {
+	if s.site.Lead == 0 || !s.patched {
+		return nil
+	}
+	at, to := s.site.Addr, s.entry
+	err := in.proc.RelocatePCsLive(func(_ int, pc uint64) (uint64, bool) { return to, pc == at })
+	if err != nil {
+		return fmt.Errorf("fast tracepoint %d: threads between the push and the jump at %#x: %w", s.tp.Num, at, err)
+	}
 	return nil
 }
 
@@ -898,6 +945,23 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	return in.placeJump(tp, acts, cands)
 }
 
+// writePad writes a pad at base: its code (which nothing changes once
+// placed: handed over, not copied), int3s up to padLen, then tail (the
+// relocated instructions).
+func (in *Installer) writePad(base uint64, code []byte, padLen uint64, tail []byte) error {
+	rest := make([]byte, padLen-uint64(len(code))+uint64(len(tail)))
+	n := copy(rest, bytes.Repeat([]byte{0xcc}, int(padLen)-len(code)))
+	copy(rest[n:], tail)
+	in.forgetCode(base, padLen+uint64(len(tail)))
+	if err := in.proc.WriteMemoryOwned(base, code); err != nil {
+		return fmt.Errorf("writing the pad: %w", err)
+	}
+	if err := in.proc.WriteMemoryOwned(base+uint64(len(code)), rest); err != nil {
+		return fmt.Errorf("writing the pad: %w", err)
+	}
+	return nil
+}
+
 // buildPadLocked builds the pad of spec, or copies one built for
 // another tracepoint with the same spec otherwise (jit.PadSpec.Key: no
 // condition or collection code) and retargets it.
@@ -1019,14 +1083,8 @@ func (in *Installer) placeJump(tp *tracing.Tracepoint, acts *padActions, cands [
 	if padLen+uint64(len(tail)) > size {
 		return fmt.Errorf("relocated instructions take %d bytes, %d reserved", len(tail), size-padLen)
 	}
-	img := make([]byte, padLen+uint64(len(tail)))
-	copy(img, pad.Code)
-	for i := len(pad.Code); i < int(padLen); i++ {
-		img[i] = 0xcc
-	}
-	copy(img[padLen:], tail)
-	if err := in.writeMemory(base, img); err != nil {
-		return fmt.Errorf("writing the pad: %w", err)
+	if err := in.writePad(base, pad.Code, padLen, tail); err != nil {
+		return err
 	}
 	if entry != base {
 		jmp, err := appendJmpRel32(nil, entry, base)
@@ -1043,7 +1101,7 @@ func (in *Installer) placeJump(tp *tracing.Tracepoint, acts *padActions, cands [
 	if site.Slot != 0 {
 		// A thread stopped between the short jump and the slot's jump
 		// is stepped on into the pad (Stabilize).
-		in.areas = append(in.areas, Range{site.Slot, site.Slot + JumpLen})
+		in.areas = unionInsert(in.areas, Range{site.Slot, site.Slot + JumpLen})
 	}
 	if !reused {
 		// A slot reused by a tracepoint placed again keeps its
@@ -1277,7 +1335,7 @@ func (in *Installer) arenaSpaceLocked(addr, size uint64) (uint64, error) {
 			in.mapped = insertSorted(in.mapped, Range{base, base + arenaSize})
 		}
 		in.freeOK = false
-		in.areas = append(in.areas, Range{base, base + arenaSize})
+		in.areas = unionInsert(in.areas, Range{base, base + arenaSize})
 	}
 	p := a.base + a.used
 	if d := int64(p - addr); d > 1<<31-arenaSize || d < -(1<<31)+arenaSize {
@@ -1428,9 +1486,7 @@ func (in *Installer) mapPadLocked(p, size uint64) error {
 		}
 		in.addSpareLocked(Range{pages.Start, r.Start}, Range{r.End, pages.End})
 	}
-	if !slices.ContainsFunc(in.areas, func(a Range) bool { return a.Start <= r.Start && r.End <= a.End }) {
-		in.areas = append(in.areas, r)
-	}
+	in.areas = unionInsert(in.areas, r)
 	return nil
 }
 
@@ -1493,21 +1549,29 @@ func (in *Installer) threadInLocked(r Range) bool {
 func (in *Installer) addSpareLocked(rs ...Range) {
 	in.freeOK = false
 	for _, r := range rs {
-		if r.End <= r.Start {
-			continue
-		}
-		i, _ := slices.BinarySearchFunc(in.spare, r.Start, byStartAt)
-		if i > 0 && in.spare[i-1].End >= r.Start {
-			i--
-			r = Range{in.spare[i].Start, max(in.spare[i].End, r.End)}
-			in.spare = slices.Delete(in.spare, i, i+1)
-		}
-		for i < len(in.spare) && in.spare[i].Start <= r.End {
-			r.End = max(r.End, in.spare[i].End)
-			in.spare = slices.Delete(in.spare, i, i+1)
-		}
-		in.spare = slices.Insert(in.spare, i, r)
+		in.spare = unionInsert(in.spare, r)
 	}
+}
+
+// unionInsert adds r to rs (in order, not overlapping), merging it with
+// the ranges it overlaps or touches.
+func unionInsert(rs []Range, r Range) []Range {
+	if r.End <= r.Start {
+		return rs
+	}
+	i, _ := slices.BinarySearchFunc(rs, r.Start, byStartAt)
+	if i > 0 && rs[i-1].End >= r.Start {
+		i--
+		r = Range{rs[i].Start, max(rs[i].End, r.End)}
+		rs = slices.Delete(rs, i, i+1)
+	}
+	j := i
+	for j < len(rs) && rs[j].Start <= r.End {
+		r.End = max(r.End, rs[j].End)
+		j++
+	}
+	rs = slices.Delete(rs, i, j)
+	return slices.Insert(rs, i, r)
 }
 
 // threadPCsLocked returns the pcs of the process's threads (read once

@@ -248,17 +248,38 @@ func SiteCandidates(back, code []byte, addr uint64, isCode CodeOracle) ([]Site, 
 // need no look at the code around the site: a plain jump over whole
 // instructions when it puns nothing, else the successor-preserving jump
 // and its prefix-padded variants (none when KeepSite refuses: the error).
+//
+// The first instruction is decoded once: a plain jump puns nothing only
+// when that instruction is a jump long or ends the flow (dead padding
+// after it), so otherwise PlanSite is not tried (a tstart placing a
+// thousand tracepoints decoded each entry's first instructions three
+// times over).
 func KeptCandidates(code []byte, addr uint64) ([]Site, error) {
-	if site, err := PlanSite(code, addr); err == nil && len(site.Puns) == 0 {
-		return []Site{site}, nil
+	first, err := DecodeInsn(code, addr)
+	if err != nil {
+		return nil, fmt.Errorf("plan site %#x: %w: %w", addr, ErrSiteRefused, err)
 	}
-	return keptSites(code, addr)
+	if first.Len >= JumpLen || first.NoFallThrough() {
+		if site, err := PlanSite(code, addr); err == nil && len(site.Puns) == 0 {
+			return []Site{site}, nil
+		}
+	}
+	return keptSitesFor(code, first)
 }
 
 // keptSites returns the successor-preserving jump at addr and its
 // prefix-padded variants (KeepSite's error when it refuses).
 func keptSites(code []byte, addr uint64) ([]Site, error) {
-	k, err := KeepSite(code, addr)
+	in, err := DecodeInsn(code, addr)
+	if err != nil {
+		return nil, fmt.Errorf("plan site %#x: %w: %w", addr, ErrSiteRefused, err)
+	}
+	return keptSitesFor(code, in)
+}
+
+// keptSitesFor is keptSites for the decoded first instruction in.
+func keptSitesFor(code []byte, in Insn) ([]Site, error) {
+	k, err := keepSiteFor(code, in)
 	if err != nil {
 		return nil, err
 	}
@@ -280,6 +301,12 @@ func KeepSite(code []byte, addr uint64) (Site, error) {
 	if err != nil {
 		return Site{}, fmt.Errorf("plan site %#x: %w: %w", addr, ErrSiteRefused, err)
 	}
+	return keepSiteFor(code, in)
+}
+
+// keepSiteFor is KeepSite for the decoded first instruction in.
+func keepSiteFor(code []byte, in Insn) (Site, error) {
+	addr := in.Addr
 	if in.Len >= JumpLen {
 		return Site{}, fmt.Errorf("plan site %#x: %w: a plain jump fits", addr, ErrSiteRefused)
 	}

@@ -2,6 +2,7 @@ package fasttp
 
 import (
 	"bytes"
+	"debug/elf"
 	"errors"
 	"maps"
 	"slices"
@@ -417,4 +418,74 @@ func TestSiteCandidates(t *testing.T) {
 	if _, err := SiteCandidates(nil, []byte{0xcc, 0x90, 0x90, 0x90, 0x90, 0x90}, 0x401000, nil); !errors.Is(err, ErrSiteRefused) {
 		t.Fatalf("int3: %v", err)
 	}
+}
+
+// TestKeptCandidatesOneDecode checks, at every byte of the C library's
+// text, that KeptCandidates (which decodes the first instruction once
+// and tries PlanSite only where it can pun nothing) gives what PlanSite
+// then keptSites give: the plain jump alone when it puns nothing, else
+// the successor-preserving jump and its padded variants, or a refusal.
+func TestKeptCandidatesOneDecode(t *testing.T) {
+	text := libcText(t)
+	const base = 0x7f0000000000
+	kept := 0
+	for off := 0; off+ShortCodeLen <= len(text) && off < 400000; off++ {
+		code := text[off : off+ShortCodeLen]
+		addr := uint64(base + off)
+		got, gerr := KeptCandidates(code, addr)
+		var want []Site
+		var werr error
+		if site, err := PlanSite(code, addr); err == nil && len(site.Puns) == 0 {
+			want = []Site{site}
+		} else {
+			want, werr = keptSites(code, addr)
+		}
+		if (gerr != nil) != (werr != nil) || len(got) != len(want) {
+			t.Fatalf("%#x (% x): %d shapes (%v), want %d (%v)", addr, code[:8], len(got), gerr, len(want), werr)
+		}
+		for i := range got {
+			if !sameSite(got[i], want[i]) {
+				t.Fatalf("%#x (% x): shape %d differs:\n%+v\n%+v", addr, code[:8], i, got[i], want[i])
+			}
+		}
+		if len(got) > 0 && got[0].Keep > 0 {
+			kept++
+		}
+	}
+	if kept < 1000 {
+		t.Fatalf("only %d addresses had successor-preserving shapes", kept)
+	}
+}
+
+// sameSite compares the planning fields of two sites.
+func sameSite(a, b Site) bool {
+	if a.Addr != b.Addr || a.Covered != b.Covered || a.Keep != b.Keep || a.Prefix != b.Prefix || a.Dead != b.Dead ||
+		len(a.Insns) != len(b.Insns) || !slices.Equal(a.Puns, b.Puns) || !maps.Equal(a.Forced, b.Forced) {
+		return false
+	}
+	for i := range a.Insns {
+		if !bytes.Equal(a.Insns[i].Bytes, b.Insns[i].Bytes) {
+			return false
+		}
+	}
+	return true
+}
+
+// libcText returns the C library's .text section (skips without one).
+func libcText(t *testing.T) []byte {
+	t.Helper()
+	for _, p := range []string{"/lib/x86_64-linux-gnu/libc.so.6", "/usr/lib/x86_64-linux-gnu/libc.so.6"} {
+		f, err := elf.Open(p)
+		if err != nil {
+			continue
+		}
+		defer f.Close()
+		if s := f.Section(".text"); s != nil {
+			if data, err := s.Data(); err == nil {
+				return data
+			}
+		}
+	}
+	t.Skip("no x86-64 libc.so.6 to read")
+	return nil
 }

@@ -74,18 +74,12 @@ const maxStabilizeSteps = 100000
 func (in *Installer) Stabilize() {
 	in.mu.Lock()
 	areas := append([]Range(nil), in.areas...)
+	punned := in.punnedHeadsLocked()
 	in.mu.Unlock()
 	if len(areas) == 0 {
 		return
 	}
-	inPad := func(pc uint64) bool {
-		for _, a := range areas {
-			if pc >= a.Start && pc < a.End {
-				return true
-			}
-		}
-		return false
-	}
+	inPad := func(pc uint64) bool { return holding(areas, Range{pc, pc + 1}) >= 0 }
 	for _, tid := range in.proc.Threads() {
 		regs, err := in.proc.Registers(tid)
 		if err != nil || !inPad(regs.Uint64(tdesc.RIP)) {
@@ -98,6 +92,19 @@ func (in *Installer) Stabilize() {
 					return err
 				}
 				pc := r.Uint64(tdesc.RIP)
+				if head, ok := punned[pc]; ok && steps > 0 {
+					// At the copy of a covered instruction after the
+					// first, having run the one before: it stops at that
+					// instruction's own address (its int3 sends it back
+					// here when it runs), so a gdb stepi into a jump over
+					// several instructions executes one of them, not all.
+					// (At steps 0 it was just sent here from that int3:
+					// it runs the copy first.)
+					in.logf("fast tracepoints: thread %d moved out of a pad to %#x in %d steps", tid, head, steps)
+					_ = r.SetUint64(tdesc.RIP, head)
+					_ = r.SetUint64(tdesc.EFLAGS, r.Uint64(tdesc.EFLAGS)&^eflagsTF)
+					return st.SetRegisters(r)
+				}
 				if !inPad(pc) {
 					in.logf("fast tracepoints: thread %d moved out of a pad in %d steps", tid, steps)
 					return clearStepTF(st, r)
@@ -121,6 +128,20 @@ func (in *Installer) Stabilize() {
 			in.logf("fast tracepoints: moving thread %d out of a pad: %v", tid, err)
 		}
 	}
+}
+
+// punnedHeadsLocked maps the relocated copy of each covered instruction
+// that has an int3 at its own address (a pun) to that address.
+func (in *Installer) punnedHeadsLocked() map[uint64]uint64 {
+	m := map[uint64]uint64{}
+	for _, s := range in.sites {
+		for _, head := range s.puns {
+			if to, ok := s.heads[head]; ok {
+				m[to] = head
+			}
+		}
+	}
+	return m
 }
 
 // jitErrText names a jit error code.

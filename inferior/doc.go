@@ -44,9 +44,12 @@
 // among the reportable events after collecting every status available
 // (a thread that keeps stopping cannot starve the others); Resume changes
 // only the threads its actions name, and a Stop action stops a running
-// thread, reported with signal 0. A step over one of our int3s, a step
-// in place over an internal trap and Pause stop the running threads for
-// their duration and resume exactly those gdb has running afterwards.
+// thread, reported with signal 0. A step over one of our int3s runs out
+// of line when the DisplacedStepper (SetDisplacedStepper, displaced.go:
+// package trapfallback's) takes it, the other threads running on; a step
+// in place over an int3 or an internal trap and Pause stop the running
+// threads for their duration and resume exactly those gdb has running
+// afterwards.
 // ResumedThreads tells which threads gdb has running; CancelWait lets a
 // caller take an event a Wait may have found before resuming threads.
 // The wait loop never blocks in wait4 in this mode: requests must be
@@ -131,9 +134,11 @@
 // continues silently unless the hook asks for a report or gdb has a
 // breakpoint at the same address. A hook that moves the pc past the
 // trapped instruction (emulation, displaced stepping) costs one stop of
-// one thread; a hook that leaves the pc on the trap makes the package step
-// the instruction in place, which stops every thread meanwhile so that no
-// other thread runs through the trap while its int3 is out of memory.
+// one thread; a hook that leaves the pc on the trap (a breakpoint whose
+// condition is false) makes the package step the instruction out of line
+// with the DisplacedStepper, or, when it declines, in place, which stops
+// every thread meanwhile so that no other thread runs through the trap
+// while its int3 is out of memory.
 //
 // Several hooks can share internal traps: AddTrapHook's are tried in
 // order, each claiming a trap or passing it on, before SetTrapHook's.

@@ -143,7 +143,7 @@ func (p *Process) resumeThread(t *thread) {
 // first; see prepareSignal), writing stale debug registers first. A
 // signal it fails to deliver is queued again for the thread.
 func (p *Process) rawResume(t *thread, step bool, qs queuedSignal) error {
-	if err := p.flushWrites(); err != nil {
+	if err := p.flushBeforeResume(t); err != nil {
 		return fmt.Errorf("resuming thread %d: %w", t.tid, err)
 	}
 	p.updateOptions(t)
@@ -397,6 +397,9 @@ func (p *Process) breakpointHit(t *thread, bp *swBreakpoint) {
 				// Everything is being stopped anyway: whoever resumes
 				// the thread steps it over the trap first.
 				return
+			}
+			if p.displacedStepOff(t, true) {
+				return // out of line, the others running on
 			}
 			// Step over the trap in place. The int3 is out of memory
 			// meanwhile, so stop the other threads first lest they run
@@ -730,8 +733,23 @@ func (p *Process) dropStaleEvents() {
 // Events beyond the first stay queued for later Waits (and for the
 // resumption of their thread).
 func (p *Process) Wait() (StopEvent, error) {
+	wait, err := p.StartWait()
+	if err != nil {
+		return StopEvent{}, err
+	}
+	return wait()
+}
+
+// StartWait begins a Wait at once and returns the function that waits
+// for its result (Wait is both). A CancelWait made after StartWait
+// returns ends that wait: a caller that waits on another goroutine
+// starts the wait on its own first, or a CancelWait made before that
+// goroutine ran would find no wait to end, and the wait would go on
+// until some event came (none may: gotpstub hung so when every thread
+// was stopped, gdb.threads/next-fork-other-thread.exp).
+func (p *Process) StartWait() (wait func() (StopEvent, error), err error) {
 	ch := make(chan waitResult, 1)
-	err := p.do(func() error {
+	err = p.do(func() error {
 		if p.waiter != nil {
 			return errors.New("inferior: concurrent Wait")
 		}
@@ -739,8 +757,13 @@ func (p *Process) Wait() (StopEvent, error) {
 		return nil
 	})
 	if err != nil {
-		return StopEvent{}, err
+		return nil, err
 	}
+	return func() (StopEvent, error) { return p.waitResult(ch) }, nil
+}
+
+// waitResult waits for the result of the wait whose channel is ch.
+func (p *Process) waitResult(ch chan waitResult) (StopEvent, error) {
 	select {
 	case r := <-ch:
 		return r.ev, r.err

@@ -176,7 +176,7 @@ func (p *Process) resumeNonStop(actions []Action) error {
 			p.deferGDBSignal(t) // its event is reported first
 			continue
 		}
-		if bp, _ := p.onReportedBreakpoint(t); bp != nil {
+		if bp, _ := p.onReportedBreakpoint(t); bp != nil && !p.displacedStepOff(t, false) {
 			stepOver = true
 		}
 	}
@@ -186,6 +186,12 @@ func (p *Process) resumeNonStop(actions []Action) error {
 		p.stopAll()
 		for _, t := range toRun {
 			if p.hasPending(t.tid) {
+				continue
+			}
+			if p.displacedStep(t, false) {
+				// Out of line after all: with every thread stopped
+				// the stepper could prepare it (its slot, once).
+				p.afterDisplacedStep(t)
 				continue
 			}
 			if err := p.stepOffBreakpoint(t); err != nil {

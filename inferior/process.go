@@ -36,6 +36,17 @@ type Process struct {
 	// memory writes kept until the outermost ends (writebatch.go).
 	writeBatch int
 	kept       pendingWrites
+	// injectingNoMemory is set while an injected system call that reads
+	// no memory of the process runs: only the kept writes on its
+	// instruction's pages are made first (flushBeforeResume).
+	injectingNoMemory bool
+	// ownedWrite is set while WriteMemoryOwned writes: a kept write
+	// keeps its caller's bytes, not a copy.
+	ownedWrite bool
+	// displacer runs non-stop step-overs out of line (displaced.go);
+	// displacedSteps counts them.
+	displacer      DisplacedStepper
+	displacedSteps int
 	// live is the code patched while threads run (livepatch.go).
 	live liveState
 

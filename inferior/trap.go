@@ -208,9 +208,11 @@ func (p *Process) mapScratch(hint, length uint64) (uint64, error) {
 	var res uint64
 	err := p.withSyscallThread(func(t *thread) error {
 		var err error
+		p.injectingNoMemory = true // an anonymous mmap reads no memory
 		res, err = p.injectSyscall(t, unix.SYS_MMAP, hint, length,
 			unix.PROT_READ|unix.PROT_WRITE|unix.PROT_EXEC,
 			unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED_NOREPLACE, ^uint64(0), 0)
+		p.injectingNoMemory = false
 		return err
 	})
 	if err != nil {

@@ -37,8 +37,11 @@ func (p *Process) deferWrite(addr uint64, data []byte) bool {
 	if pw.pages == nil {
 		pw.pages = map[uint64][]int{}
 	}
+	if !p.ownedWrite {
+		data = append([]byte(nil), data...)
+	}
 	i := len(pw.writes)
-	pw.writes = append(pw.writes, memWrite{addr, append([]byte(nil), data...)})
+	pw.writes = append(pw.writes, memWrite{addr, data})
 	for page := addr &^ (pageSize - 1); page < addr+uint64(len(data)); page += pageSize {
 		pw.pages[page] = append(pw.pages[page], i)
 	}
@@ -120,4 +123,46 @@ func (p *Process) flushPage(page uint64, writes []memWrite, idx []int) error {
 		return fmt.Errorf("writing the kept writes at %#x: %w", lo, err)
 	}
 	return nil
+}
+
+// flushBeforeResume makes the kept writes before t runs: all of them,
+// or, while an injected system call that reads none of the process's
+// memory runs (p.injectingNoMemory: an anonymous mmap, say), only those
+// on the pages of the instruction t is at — the one it runs. The rest
+// stay kept, so that a tstart mapping pads between its jumps writes each
+// code page once, not once per mapping.
+func (p *Process) flushBeforeResume(t *thread) error {
+	if !p.injectingNoMemory || len(p.kept.writes) == 0 {
+		return p.flushWrites()
+	}
+	pc, err := getPC(t.tid)
+	if err != nil {
+		return p.flushWrites()
+	}
+	return p.flushWritesOn(pc&^(pageSize-1), (pc+maxInsnLen-1)&^(pageSize-1))
+}
+
+// maxInsnLen bounds an instruction's length on every ISA (x86's 15).
+const maxInsnLen = 15
+
+// flushWritesOn makes the kept writes touching the pages from first to
+// last (page addresses); the others stay kept.
+func (p *Process) flushWritesOn(first, last uint64) error {
+	pw := &p.kept
+	var err error
+	for page := first; page <= last; page += pageSize {
+		idx, ok := pw.pages[page]
+		if !ok {
+			continue
+		}
+		// Out of the index first: flushPage's read must not see them.
+		delete(pw.pages, page)
+		if ferr := p.flushPage(page, pw.writes, idx); ferr != nil && err == nil {
+			err = ferr
+		}
+	}
+	if len(pw.pages) == 0 {
+		p.kept = pendingWrites{}
+	}
+	return err
 }

@@ -7,7 +7,8 @@
 #   3. fuzzing of every fuzz target (each parser: rsp framing, agent
 #      expressions, trace packets, tfiles, lanes, /proc files, ...) on top
 #      of their seed corpora, about 6 minutes in all;
-#   4. the arm64 JIT backend under qemu-aarch64, when it is installed;
+#   4. the arm64 JIT backend and arm64 instruction relocation (fasttp/a64)
+#      under qemu-aarch64, when it is installed;
 #   5. go test ./... : unit, differential and end-to-end (real gdb) tests.
 # Set GOTPSTUB_SKIP_SUITE=1 to skip step 2 (it takes several minutes).
 set -euo pipefail
@@ -62,6 +63,7 @@ fuzz fasttp FuzzPlanSite 300000x
 fuzz fasttp FuzzSiteCandidates 300000x
 fuzz fasttp FuzzNextMatch 500000x
 fuzz fasttp FuzzParseMaps 500000x
+fuzz fasttp/a64 FuzzDecodeRelocate 300000x
 fuzz inferior FuzzParseMaps 500000x
 fuzz inferior FuzzStatState 500000x
 fuzz inferior FuzzStatusSigMask 500000x
@@ -79,8 +81,8 @@ fuzz server FuzzParseCatchSyscalls 300000x
 fuzz server FuzzResumedPids 300000x
 
 if command -v qemu-aarch64 >/dev/null 2>&1; then
-	echo "== arm64 JIT backend under qemu-aarch64"
-	GOARCH=arm64 go test -count=1 -exec qemu-aarch64 ./jit/
+	echo "== arm64 JIT backend and instruction relocation under qemu-aarch64"
+	GOARCH=arm64 go test -count=1 -exec qemu-aarch64 ./jit/ ./fasttp/a64/
 fi
 
 echo "== go test ./..."

@@ -214,8 +214,15 @@ func (s *Server) killForked(pkt []byte) []byte {
 	return rsp.OK
 }
 
-// forkStopFields formats a stop's fork fields for a T reply.
+// forkStopFields formats a stop's fork fields for a T reply, and notes
+// that gdb is being told of the child.
 func (s *Server) forkStopFields(ev inferior.StopEvent) string {
+	if ev.ForkChild != 0 {
+		if s.forkTold == nil {
+			s.forkTold = map[int]bool{}
+		}
+		s.forkTold[ev.ForkChild] = true
+	}
 	switch {
 	case ev.ForkChild != 0 && ev.VFork:
 		return fmt.Sprintf("vfork:%s;", rsp.FormatThreadID(ev.ForkChild, ev.ForkChild, true))
@@ -254,10 +261,15 @@ type listedThread struct {
 }
 
 // listedThreads are the threads qfThreadInfo lists: each process's (the
-// main one's first, sorted), then the fork children they hold (gdbserver
-// lists them too).
+// main one's first, sorted), then the fork children they hold whose fork
+// event gdb has been told of (as gdbserver does). A child whose event
+// still waits (queued behind another stop in non-stop mode, kept, or not
+// yet taken from the process) is left out: gdb, not knowing the fork,
+// would take its thread for one of a new process of its own
+// (gdb.threads/next-fork-other-thread.exp, non-stop).
 func (s *Server) listedThreads() []listedThread {
 	var out, held []listedThread
+	told := map[int]bool{}
 	for _, p := range s.processes() {
 		ts := liveThreads(p)
 		sort.Ints(ts)
@@ -265,9 +277,13 @@ func (s *Server) listedThreads() []listedThread {
 			out = append(out, listedThread{p, t})
 		}
 		for _, c := range p.ForkChildren() {
-			held = append(held, listedThread{p, c})
+			if s.forkTold[c] {
+				held = append(held, listedThread{p, c})
+				told[c] = true
+			}
 		}
 	}
+	s.forkTold = told // children no longer held are forgotten
 	return append(out, held...)
 }
 

@@ -269,8 +269,14 @@ func (s *Server) startAsyncWaitFor(p *inferior.Process) {
 	}
 	s.ns.waiting[p] = true
 	gen := s.ns.gen
+	// Started here, not in the goroutine: takeEventInFlight's CancelWait
+	// must find it.
+	wait, err := p.StartWait()
 	go func() {
-		ev, err := p.Wait()
+		var ev inferior.StopEvent
+		if err == nil {
+			ev, err = wait()
+		}
 		s.ns.events <- asyncStop{proc: p, ev: ev, err: err, gen: gen}
 	}()
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // recvNotification reads the next asynchronous notification (%...#cs)
@@ -114,5 +116,57 @@ func TestNonStopAttach(t *testing.T) {
 	}
 	if got := s.ask("D"); got != "OK" {
 		t.Fatalf("detach: %q", got)
+	}
+}
+
+// TestNonStopListsToldForkChildren: two threads fork at once in non-stop
+// mode. The first fork's %Stop tells gdb of its child; the second waits
+// behind it (until vStopped). qfThreadInfo meanwhile lists the first
+// child, held, but not the second: gdb, not knowing that fork, would
+// take the thread for one of a new process (as gdbserver, which lists a
+// fork child only once its fork event is reported).
+func TestNonStopListsToldForkChildren(t *testing.T) {
+	prog := buildTestProgram(t, "twoforks", "-pthread")
+	s := startSession(t, prog)
+	if got := s.ask("qSupported:multiprocess+;fork-events+;vfork-events+"); !strings.Contains(got, "fork-events+") {
+		t.Fatalf("qSupported: %q", got)
+	}
+	s.ask("QNonStop:1")
+	s.ask("?")
+	s.ask("vStopped")
+	if got := s.ask("vCont;c"); got != "OK" {
+		t.Fatalf("vCont;c: %q", got)
+	}
+	n, err := s.client.recvNotification()
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := regexp.MustCompile(`fork:p([0-9a-f]+)\.`).FindStringSubmatch(n)
+	if first == nil {
+		t.Fatalf("first stop %q, want a fork", n)
+	}
+	time.Sleep(300 * time.Millisecond) // the second fork happens meanwhile
+	var listed []string
+	for r := s.ask("qfThreadInfo"); strings.HasPrefix(r, "m"); r = s.ask("qsThreadInfo") {
+		listed = append(listed, strings.Split(r[1:], ",")...)
+	}
+	pids := map[string]bool{}
+	for _, id := range listed {
+		if pid, _, ok := strings.Cut(strings.TrimPrefix(id, "p"), "."); ok {
+			pids[pid] = true
+		}
+	}
+	next := s.ask("vStopped") // the second fork, now told
+	if next == "OK" {
+		if next, err = s.client.recvNotification(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	second := regexp.MustCompile(`fork:p([0-9a-f]+)\.`).FindStringSubmatch(next)
+	if second == nil {
+		t.Fatalf("second stop %q, want the other fork", next)
+	}
+	if !pids[first[1]] || pids[second[1]] || len(pids) != 2 {
+		t.Errorf("qfThreadInfo lists processes %v; want the parent and the told child %s, not %s", pids, first[1], second[1])
 	}
 }

@@ -126,10 +126,13 @@ type Server struct {
 	forkEvents, vforkEvents bool
 	// heldBps: Z packets gdb sent for held fork children, by pid.
 	heldBps map[int]map[heldBreakpoint]bool
-	lastPid int  // pid of the current or last process
-	exitReq bool // monitor exit
-	disp    dispatchState
-	ns      nonStopState // gdb's non-stop mode (nonstop.go)
+	// forkTold: the held fork children whose fork event a stop reply
+	// has told gdb of; only those are listed (listedThreads).
+	forkTold map[int]bool
+	lastPid  int  // pid of the current or last process
+	exitReq  bool // monitor exit
+	disp     dispatchState
+	ns       nonStopState // gdb's non-stop mode (nonstop.go)
 
 	gThread, cThread int // Hg / Hc selections (0 = any, -1 = all)
 

@@ -19,6 +19,12 @@
 //     displacement re-encoded for the new address, single-stepped there,
 //     and the pc (and, for an indirect call, the pushed return address)
 //     moved back to the original code.
+//
+// The same displaced steps take threads over gdb's breakpoints whose
+// hit the stub resumes itself (a false target-side condition) or gdb
+// resumes in non-stop mode: the Installer is the process's
+// inferior.DisplacedStepper (stepover.go), so the other threads need
+// not stop while the int3 would be out of memory.
 package trapfallback
 
 import (
@@ -53,6 +59,7 @@ type Installer struct {
 
 	mu      sync.Mutex
 	sites   map[uint64]*site
+	steps   map[uint64]*displaced   // breakpoints' out-of-line step-overs (stepover.go)
 	scratch map[uint64]*scratchArea // 1 GiB window → its current area
 	pending []uint64                // traps to remove once the ptrace thread is free
 	inHook  bool
@@ -68,10 +75,11 @@ type site struct {
 }
 
 // New returns an installer for p that reports hits to e, and registers
-// itself as p's trap hook.
+// itself as p's trap hook and displaced stepper.
 func New(p *inferior.Process, e *tracing.Engine) *Installer {
-	in := &Installer{proc: p, engine: e, sites: map[uint64]*site{}, scratch: map[uint64]*scratchArea{}}
+	in := &Installer{proc: p, engine: e, sites: map[uint64]*site{}, steps: map[uint64]*displaced{}, scratch: map[uint64]*scratchArea{}}
 	p.SetTrapHook(in.hook)
+	registerStepper(p, in)
 	return in
 }
 
