@@ -1,10 +1,6 @@
 package inferior
 
-import (
-	"testing"
-
-	"gotpstub/tdesc"
-)
+import "testing"
 
 // TestDisplacedStepOverTrap: a trap whose hook resumes the thread where
 // it stopped (a breakpoint whose condition is false) is stepped over by
@@ -26,7 +22,7 @@ func TestDisplacedStepOverTrap(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p := launch(t, "tp")
 			runToMain(t, p)
-			site := symbol(t, p, "tp_nop") // a one-byte nop
+			site := symbol(t, p, "tp_nop") // a nop
 			hits, steps := 0, 0
 			p.SetTrapHook(func(s *Stopped) TrapAction {
 				hits++
@@ -39,11 +35,11 @@ func TestDisplacedStepOverTrap(t *testing.T) {
 					}
 					steps++
 					r, err := s.Registers()
-					if err != nil || addr != site || r.Uint64(tdesc.RIP) != site {
-						t.Errorf("stepper at %#x (rip %#x), want %#x: %v", addr, r.Uint64(tdesc.RIP), site, err)
+					if err != nil || addr != site || r.Uint64(regPC) != site {
+						t.Errorf("stepper at %#x (pc %#x), want %#x: %v", addr, r.Uint64(regPC), site, err)
 						return false, nil
 					}
-					_ = r.SetUint64(tdesc.RIP, site+1) // the nop, run
+					_ = r.SetUint64(regPC, site+uint64(len(nopInsn))) // the nop, run
 					return true, s.SetRegisters(r)
 				})
 			}

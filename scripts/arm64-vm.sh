@@ -70,10 +70,10 @@ GUEST_FILES="initramfs-init guest-init guest-build guest-inittab guest-sshd.conf
 
 # The Go test packages `e2e` cross-compiles and runs in the VM, one test binary
 # each, run in its package directory (the environment's E2E_PACKAGES, e.g.
-# "./jit/ ./inferior/ ./tdesc/", overrides the default).  Add the arm64 e2e
-# package here when there is one, e.g. E2E_PACKAGES="./jit/ ./e2e/".  They run with
+# "./jit/ ./inferior/", overrides the default): the arm64 JIT, instruction
+# relocation, process control, register layouts and TLS.  They run with
 # ARM64_VM_E2E_FLAGS, default -test.short: see "e2e" in scripts/arm64-vm/README.md.
-E2E_PACKAGES="${E2E_PACKAGES:-./jit/}"
+E2E_PACKAGES="${E2E_PACKAGES:-./jit/ ./fasttp/a64/ ./inferior/ ./tdesc/ ./threaddb/}"
 
 # ---------------------------------------------------------------- settings
 CACHE=${ARM64_VM_CACHE:-${HOME:-/root}/.cache/gotpstub-arm64-vm}
