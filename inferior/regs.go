@@ -1,6 +1,7 @@
 package inferior
 
 import (
+	"errors"
 	"fmt"
 
 	"gotpstub/tdesc"
@@ -68,4 +69,18 @@ func (p *Process) PC(tid int) (uint64, error) {
 		return nil
 	})
 	return pc, err
+}
+
+// setRegs writes the valid registers of r into a stopped thread, touching
+// only the register sets whose values differ.
+func (p *Process) setRegs(tid int, r *tdesc.Regs) error {
+	if r == nil || r.Layout == nil || len(r.Data) < r.Layout.Size {
+		return errors.New("setting registers: malformed register set")
+	}
+	cur, ur, err := p.getRegsRaw(tid)
+	if err != nil {
+		return err
+	}
+	_, err = p.writeChangedRegs(tid, cur, ur, r)
+	return err
 }

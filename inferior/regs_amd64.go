@@ -237,20 +237,6 @@ func storeFP(r *tdesc.Regs, fp []byte) {
 	}
 }
 
-// setRegs writes the valid registers of r into a stopped thread, touching
-// only the register sets whose values differ.
-func (p *Process) setRegs(tid int, r *tdesc.Regs) error {
-	if r == nil || r.Layout == nil || len(r.Data) < r.Layout.Size {
-		return errors.New("setting registers: malformed register set")
-	}
-	cur, ur, err := p.getRegsRaw(tid)
-	if err != nil {
-		return err
-	}
-	_, err = p.writeChangedRegs(tid, cur, ur, r)
-	return err
-}
-
 // writeChangedRegs writes the registers of r that differ from cur (the
 // thread's current registers, ur their general-purpose part) and reports
 // whether anything was written.

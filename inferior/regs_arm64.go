@@ -2,7 +2,6 @@ package inferior
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 
 	"golang.org/x/sys/unix"
@@ -165,20 +164,6 @@ func storeFP(r *tdesc.Regs, fp []byte) {
 	if valid(tdesc.AArch64FPCR) {
 		binary.LittleEndian.PutUint32(fp[fpsimdFPCR:], uint32(r.Uint64(tdesc.AArch64FPCR)))
 	}
-}
-
-// setRegs writes the valid registers of r into a stopped thread, touching
-// only the register sets whose values differ.
-func (p *Process) setRegs(tid int, r *tdesc.Regs) error {
-	if r == nil || r.Layout == nil || len(r.Data) < r.Layout.Size {
-		return errors.New("setting registers: malformed register set")
-	}
-	cur, ur, err := p.getRegsRaw(tid)
-	if err != nil {
-		return err
-	}
-	_, err = p.writeChangedRegs(tid, cur, ur, r)
-	return err
 }
 
 // writeChangedRegs writes the registers of r that differ from cur (the
