@@ -112,7 +112,7 @@ collect $regs, $locals, $args
 end`, "trace_done", `
 tfind start
 tdump
-`+frameLoop(`printf "frame %d n=%d rip_in_function=%d\n", $trace_frame, n, $rip > (long)&traced_function && $rip < (long)&trace_done`))
+`+frameLoop(`printf "frame %d n=%d rip_in_function=%d\n", $trace_frame, n, $pc > (long)&traced_function && $pc < (long)&trace_done`))
 	if n := framesCollected(t, out); n != traceIterations {
 		t.Errorf("collected %d frames, want %d", n, traceIterations)
 	}
@@ -123,8 +123,8 @@ tdump
 	mustMatch(t, out, `(?m)^msg = 0x[0-9a-f]+ <g_string> <error: `)
 	mustMatch(t, out, `(?m)^square = `)
 	mustMatch(t, out, `(?m)^doubled = `)
-	for _, reg := range []string{"rax", "rsp", "rip", "eflags", "r15"} {
-		mustMatch(t, out, `(?m)^`+reg+`\s+0x[0-9a-f]+`)
+	for _, r := range []string{"rax", "rsp", "rip", "eflags", "r15"} {
+		mustMatch(t, out, `(?m)^`+reg(r)+`\s+0x[0-9a-f]+`)
 	}
 	for i := range traceIterations {
 		mustContain(t, out, fmt.Sprintf("frame %d n=%d rip_in_function=1\n", i, i))
@@ -231,9 +231,9 @@ trace traced_function
 actions
 collect n
 while-stepping %d
-collect $rip
+collect $pc
 end
-end`, steps), "trace_done", frameLoop(`printf "frame %d tp %d pc %#lx\n", $trace_frame, $tracepoint, $rip`)+`
+end`, steps), "trace_done", frameLoop(`printf "frame %d tp %d pc %#lx\n", $trace_frame, $tracepoint, $pc`)+`
 print/x (long)&traced_function`)
 	if n := framesCollected(t, out); n != iterations*(1+steps) {
 		t.Errorf("collected %d frames, want %d hits × (1 + %d steps)", n, iterations, steps)
@@ -357,7 +357,7 @@ collect $count
 end
 trace *at_riprel
 actions
-collect $rax, g_array, g_counter
+collect $`+reg("rax")+`, g_array, g_counter
 end`, "trace_done", dump+`
 tsave `+hostFile+`
 tsave -r `+targetFile+`
@@ -445,7 +445,7 @@ end
 trace *at_riprel
 actions
 collect $regs
-end`, "trace_done", frameLoop(`printf "frame %d tp %d rbx %ld rax %ld rdi %ld\n", $trace_frame, $tracepoint, $rbx, $rax, $rdi`))
+end`, "trace_done", frameLoop(fmt.Sprintf(`printf "frame %%d tp %%d rbx %%ld rax %%ld rdi %%ld\n", $trace_frame, $tracepoint, $%s, $%s, $%s`, reg("rbx"), reg("rax"), reg("rdi"))))
 	if n := framesCollected(t, out); n != 3*traceIterations {
 		t.Errorf("collected %d frames, want %d", n, 3*traceIterations)
 	}
@@ -543,8 +543,9 @@ tstatus`, stub.target())}})
 	mustMatch(t, stopped, `Trace started at \d+\.\d+ secs, stopped \d+\.\d+ secs later\.`)
 }
 
-// Frames of the collected size (issue 10): `collect $rdi` stores rdi and
-// the PC, stack and frame pointers, not the whole register block, for trap and fast tracepoints;
+// Frames of the collected size (issue 10): `collect $rdi` (x0) stores it and
+// the PC, stack and frame pointers (and link register), not the whole
+// register block, for trap and fast tracepoints;
 // the other registers are unavailable; tsave and target tfile still
 // show the same frames (the saved register block holds zeros elsewhere).
 func TestCollectOneRegisterFrames(t *testing.T) {
@@ -556,14 +557,15 @@ func TestCollectOneRegisterFrames(t *testing.T) {
 			dir := t.TempDir()
 			prog := buildC(t, filepath.Join(dir, "trace"), []string{"trace.c"}, "-no-pie")
 			file := filepath.Join(dir, "rdi.tf")
+			arg, other := reg("rdi"), reg("rbx")
 			out, _ := traceSession(t, prog, []string{"5"}, kind+` *traced_function
 actions
-collect $rdi
+collect $`+arg+`
 end`, "trace_done", `
 tstatus
-`+frameLoop(`printf "rdi=%d pc-ok=%d\n", $rdi, $pc == traced_function`)+`
+`+frameLoop(`printf "rdi=%d pc-ok=%d\n", $`+arg+`, $pc == traced_function`)+`
 tfind 2
-print $rax
+print $`+other+`
 tdump
 tfind none
 tsave `+file)
@@ -576,23 +578,21 @@ tsave `+file)
 			}
 			free, _ := strconv.Atoi(m[1])
 			size, _ := strconv.Atoi(m[2])
-			// Header 6 + 'r' block 3 + rdi, rbp, rsp (4+24) + rip
-			// (4+8) = 49 bytes a frame, where the whole block made
-			// ~560-830.
-			if per := (size - free) / 5; per > 49 {
-				t.Errorf("%d bytes a frame, want at most 49", per)
+			// The whole block made ~560-830 bytes a frame.
+			if per := (size - free) / 5; per > oneRegisterFrameBytes {
+				t.Errorf("%d bytes a frame, want at most %d", per, oneRegisterFrameBytes)
 			}
 			for n := range 5 {
 				mustContain(t, out, fmt.Sprintf("rdi=%d pc-ok=1", n))
 			}
 			mustContain(t, out, "$1 = <unavailable>")
-			mustContain(t, out, "$rdi = 2")
+			mustContain(t, out, "$"+arg+" = 2")
 			// Separate command files: gdb 13 refuses to recreate the
 			// fast tracepoint from the file (the 1-byte push at its
 			// address: "May not have a fast tracepoint"), which ends
 			// the file it happens in, but it reads the frames.
 			saved := runGDB(t, gdbSession{program: prog, commands: []string{"target tfile " + file,
-				frameLoop(`printf "saved rdi=%d pc-ok=%d\n", $rdi, $pc == traced_function`)}})
+				frameLoop(`printf "saved rdi=%d pc-ok=%d\n", $` + arg + `, $pc == traced_function`)}})
 			for n := range 5 {
 				mustContain(t, saved, fmt.Sprintf("saved rdi=%d pc-ok=1", n))
 			}

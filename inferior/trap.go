@@ -231,7 +231,27 @@ func (p *Process) mapScratch(hint, length uint64) (uint64, error) {
 type mapping struct {
 	start, end uint64
 	exec       bool   // the permissions have x
+	write      bool   // the permissions have w
 	name       string // the path or [name] after the inode, if any
+}
+
+// CodeSpan returns how many of the n bytes at addr lie in one of the
+// program's code mappings (executable, not writable, mapped from a file
+// or the vDSO): memory whose contents only the stub's own patches change,
+// and ReadMemory shows it without them. 0 when addr is in none, or the
+// mappings cannot be read.
+func (p *Process) CodeSpan(addr uint64, n int) int {
+	maps, err := readMaps(p.pid)
+	if err != nil {
+		return 0
+	}
+	for _, m := range maps {
+		if addr >= m.start && addr < m.end && m.exec && !m.write &&
+			(strings.HasPrefix(m.name, "/") || m.name == "[vdso]") {
+			return int(min(uint64(n), m.end-addr))
+		}
+	}
+	return 0
 }
 
 func readMaps(pid int) ([]mapping, error) {
@@ -265,6 +285,7 @@ func parseMaps(r interface{ Read([]byte) (int, error) }) ([]mapping, error) {
 		m := mapping{start: start, end: end}
 		if len(fields) > 1 {
 			m.exec = strings.Contains(fields[1], "x")
+			m.write = strings.Contains(fields[1], "w")
 		}
 		if len(fields) > 5 {
 			m.name = fields[5]

@@ -193,6 +193,14 @@ func (l liveMemory) ReadMemory(addr uint64, buf []byte) (int, error) {
 	return p.ReadMemory(addr, buf)
 }
 
+// CodeSpan implements tracing.CodeSpanner.
+func (l liveMemory) CodeSpan(addr uint64, n int) int {
+	if p := l.s.proc; p != nil {
+		return p.CodeSpan(addr, n)
+	}
+	return 0
+}
+
 func (s *Server) logf(format string, args ...any) {
 	if s.cfg.Log != nil {
 		fmt.Fprintf(s.cfg.Log, "gotpstub: "+format+"\n", args...)
@@ -265,7 +273,8 @@ func (s *Server) setProcess(p *inferior.Process, attached bool) {
 	}
 	s.gThread, s.cThread = 0, 0
 	s.xfer = map[string][]byte{}
-	s.traps = fasttp.New(p, s.trace, trapfallback.New(p, s.trace), s.logf)
+	traps := trapfallback.New(p, s.trace)
+	s.traps = fasttp.New(p, s.trace, traps, s.logf)
 	s.traps.SetShapes(s.cfg.FtraceShapes)
 	p.SetLivePatching(s.cfg.LivePatch)
 	if s.cfg.TraceRingSize != 0 {
@@ -276,7 +285,7 @@ func (s *Server) setProcess(p *inferior.Process, attached bool) {
 	if n := s.cfg.ThreadLaneAhead; n != nil {
 		s.traps.SetThreadLaneAhead(*n)
 	}
-	s.trace.SetInstaller(tracepointInstaller(s.traps))
+	s.trace.SetInstaller(tracepointInstaller(s.traps, traps))
 	s.markers = &markerSource{pid: p.Pid()}
 	s.markerList = nil
 	s.trace.SetStaticData(s.markers)

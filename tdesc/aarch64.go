@@ -77,7 +77,7 @@ func AArch64(f AArch64Features) *Layout {
 }
 
 func buildAArch64(f AArch64Features) *Layout {
-	l := &Layout{Arch: "aarch64", PC: AArch64PC, SP: AArch64SP, FP: AArch64FP, VQ: f.VQ, byName: map[string]int{}}
+	l := &Layout{Arch: "aarch64", PC: AArch64PC, SP: AArch64SP, FP: AArch64FP, LR: AArch64LR, VQ: f.VQ, byName: map[string]int{}}
 	for i := 0; i <= 30; i++ {
 		l.add(FeatureAArch64Core, fmt.Sprintf("x%d", i), 8, "int", "")
 	}

@@ -102,6 +102,9 @@ type Layout struct {
 	// The numbers of the program counter, stack pointer and frame
 	// pointer (rip, rsp, rbp; pc, sp, x29).
 	PC, SP, FP int
+	// LR is the link register's number (x30), -1 where calls keep the
+	// return address on the stack only (x86-64).
+	LR int
 	// VQ is an aarch64 layout's SVE vector length in 128-bit quadwords
 	// (0: no SVE).
 	VQ int
@@ -133,7 +136,7 @@ func AMD64Linux(avx bool) *Layout {
 }
 
 func build(avx bool) *Layout {
-	l := &Layout{HasAVX: avx, Arch: "i386:x86-64", PC: RIP, SP: RSP, FP: RBP, byName: map[string]int{}}
+	l := &Layout{HasAVX: avx, Arch: "i386:x86-64", PC: RIP, SP: RSP, FP: RBP, LR: -1, byName: map[string]int{}}
 	add := l.add
 	for _, n := range []string{"rax", "rbx", "rcx", "rdx", "rsi", "rdi"} {
 		add(FeatureCore, n, 8, "int64", "")

@@ -17,7 +17,12 @@
  *   5-byte jump at pun_site covers the head of an instruction the loop
  *   branches back to (fast tracepoints must trap and redirect there); main
  *   checks pun_fn(i + 1) == i + 1 and prints "pun_fn results OK";
- * - trace_done() is called last, a place to stop before exit. */
+ * - trace_done() is called last, a place to stop before exit.
+ *
+ * On aarch64 asm_worker has the same labels at bl (at_call), b.lt
+ * (at_jcc) and adrp (at_riprel, the page of rip_bias), with x19 for
+ * %rbx and x0 for %rax and %rdi; pun_fn has the same loop (no puns:
+ * every instruction has 4 bytes). */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -40,6 +45,7 @@ long add_one(long x)
 	return x + 1;
 }
 
+#if defined(__x86_64__)
 __asm__(".text\n"
 	".globl asm_worker\n"
 	".type asm_worker, @function\n"
@@ -76,6 +82,51 @@ __asm__(".text\n"
 	"jnz pun_head\n\t"
 	"ret\n"
 	".size pun_fn, .-pun_fn\n");
+#elif defined(__aarch64__)
+__asm__(".text\n"
+	".globl asm_worker\n"
+	".type asm_worker, %function\n"
+	"asm_worker:\n\t"
+	"stp x29, x30, [sp, -32]!\n\t"
+	"mov x29, sp\n\t"
+	"str x19, [sp, 16]\n\t"
+	"mov x19, x0\n"
+	".globl at_call\n"
+	"at_call:\n\t"
+	"bl add_one\n\t"
+	"cmp x19, 5\n"
+	".globl at_jcc\n"
+	"at_jcc:\n\t"
+	"b.lt 1f\n\t"
+	"add x0, x0, 100\n"
+	"1:\n"
+	".globl at_riprel\n"
+	"at_riprel:\n\t"
+	"adrp x2, rip_bias\n\t"
+	"ldrsw x2, [x2, :lo12:rip_bias]\n\t"
+	"add x0, x0, x2\n\t"
+	"ldr x19, [sp, 16]\n\t"
+	"ldp x29, x30, [sp], 32\n\t"
+	"ret\n"
+	".size asm_worker, .-asm_worker\n"
+	".globl pun_fn\n"
+	".type pun_fn, %function\n"
+	"pun_fn:\n\t"
+	"mov w1, w0\n\t"
+	"mov x0, 0\n"
+	".globl pun_site\n"
+	"pun_site:\n\t"
+	"nop\n"
+	".globl pun_head\n"
+	"pun_head:\n\t"
+	"add x0, x0, 1\n\t"
+	"subs w1, w1, 1\n\t"
+	"b.ne pun_head\n\t"
+	"ret\n"
+	".size pun_fn, .-pun_fn\n");
+#else
+#error "trace.c: asm_worker and pun_fn are written for x86-64 and aarch64"
+#endif
 
 long pun_fn(long n);
 

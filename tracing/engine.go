@@ -63,8 +63,9 @@ type Config struct {
 	// Layout is the register layout: the R block of a frame is Layout.Size
 	// bytes in this layout.
 	Layout *tdesc.Layout
-	// Live reads live inferior memory: QTro ranges are served from it while
-	// a trace frame is selected. May be nil.
+	// Live reads live inferior memory: QTro ranges (and the program's
+	// code, if it is a CodeSpanner) are served from it while a trace
+	// frame is selected. May be nil.
 	Live MemoryReader
 	// Installer may also be set later with SetInstaller.
 	Installer Installer

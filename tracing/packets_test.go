@@ -620,3 +620,57 @@ func TestQTSaveSafety(t *testing.T) {
 		t.Error("the symlink was followed")
 	}
 }
+
+// codeMemory is a live reader that knows where code is.
+type codeMemory struct {
+	MemoryReader
+	start, end uint64
+}
+
+func (c codeMemory) CodeSpan(addr uint64, n int) int {
+	if addr < c.start || addr >= c.end {
+		return 0
+	}
+	return int(min(uint64(n), c.end-addr))
+}
+
+// TestFrameMemoryReadsCode: in a trace frame, the program's code is read
+// live even where no QTro range names it (a PIE's, which gdb's unrelocated
+// QTro ranges miss), and what is neither collected, QTro nor code is not.
+func TestFrameMemoryReadsCode(t *testing.T) {
+	p := newProgram()
+	p.mem.add(0x700000, []byte("codebytes"))
+	p.mem.add(0x800000, []byte("livedata"))
+	e := NewEngine(Config{Layout: p.layout, Live: codeMemory{p.mem, 0x700000, 0x700004}, Installer: newFakeInstaller()})
+	mustOK(t, e, "QTinit", "QTDP:1:"+hexAddr(addrWork)+":E:0:0-", "QTDP:-1:"+hexAddr(addrWork)+":M-1,800000,4", "QTStart")
+	p.enterWork(1)
+	e.Hit(findTracepoint(t, e, 1), p.thread)
+	mustOK(t, e, "QTStop")
+	if got := send(t, e, "QTFrame:0"); got != "F0T1" {
+		t.Fatalf("QTFrame:0 = %q", got)
+	}
+	tests := []struct {
+		addr uint64
+		n    int
+		want string // "" for an error
+	}{
+		{0x700000, 8, "code"}, // the code span ends after 4 bytes
+		{0x700002, 2, "de"},   // inside it
+		{0x700004, 4, ""},     // past it: neither code nor collected
+		{0x800000, 8, "live"}, // collected
+		{0x800004, 4, ""},     // live, not collected, not code
+	}
+	for _, tc := range tests {
+		buf := make([]byte, tc.n)
+		n, err := e.FrameMemory(tc.addr, buf)
+		if tc.want == "" {
+			if err == nil {
+				t.Errorf("%#x: read %q, want an error", tc.addr, buf[:n])
+			}
+			continue
+		}
+		if err != nil || string(buf[:n]) != tc.want {
+			t.Errorf("%#x: %q, %v; want %q", tc.addr, buf[:n], err, tc.want)
+		}
+	}
+}

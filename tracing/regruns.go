@@ -6,7 +6,6 @@ import (
 
 	"gotpstub/agentexpr"
 	"gotpstub/frames"
-	"gotpstub/tdesc"
 )
 
 // registerRuns returns the byte ranges of the register block a frame of
@@ -14,7 +13,7 @@ import (
 // for its R action of mask (gdb's hex mask, its last digit registers
 // 0-3), adjacent ones merged: the registers the mask names, those the
 // condition and the actions' expressions read and memory actions are
-// based on, and the PC, stack and frame pointers, so that a frame
+// based on, and the PC, stack and frame pointers (and link register), so that a frame
 // still shows where it was taken and gdb can unwind from it (gdb's tfile
 // reader takes a frame's PC from its register block, here the expanded
 // 'R' block of a saved frame). nil when that is every register of the
@@ -25,7 +24,7 @@ func (e *Engine) registerRuns(mask string, cond *agentexpr.Expr, actions []Actio
 	if e.layout == nil || !ok || bits.Sign() < 0 {
 		return nil
 	}
-	want := map[int]bool{e.pcReg: true, tdesc.RSP: true, tdesc.RBP: true}
+	want := map[int]bool{e.pcReg: true, e.layout.SP: true, e.layout.FP: true, e.layout.LR: true}
 	for num := range bits.BitLen() {
 		if bits.Bit(num) != 0 {
 			want[num] = true

@@ -169,7 +169,8 @@ func collected(from frames.RegsSource, num int, regs *tdesc.Regs) bool {
 }
 
 // FrameMemory reads memory in the selected frame: the bytes collected,
-// and inside QTro ranges the live memory. It returns how many bytes from
+// and inside QTro ranges, or the program's code when Live knows it
+// (CodeSpanner), the live memory. It returns how many bytes from
 // addr on are known; an error when none are.
 func (e *Engine) FrameMemory(addr uint64, buf []byte) (int, error) {
 	e.mu.Lock()
@@ -185,8 +186,14 @@ func (e *Engine) FrameMemory(addr uint64, buf []byte) (int, error) {
 			done += n
 			continue
 		}
+		if live == nil {
+			break
+		}
 		n := readOnlySpan(ro, a, len(buf)-done)
-		if n == 0 || live == nil {
+		if c, ok := live.(CodeSpanner); ok && n == 0 {
+			n = c.CodeSpan(a, len(buf)-done)
+		}
+		if n == 0 {
 			break
 		}
 		got, _ := live.ReadMemory(a, buf[done:done+n])
@@ -199,6 +206,18 @@ func (e *Engine) FrameMemory(addr uint64, buf []byte) (int, error) {
 		return 0, fmt.Errorf("memory at %#x was not collected in trace frame %d", addr, f.Num)
 	}
 	return done, nil
+}
+
+// CodeSpanner is a MemoryReader that knows where the program's code is:
+// memory nothing but the stub writes, transparent in a trace frame as
+// QTro ranges are. gdb's QTro ranges are the executable's unrelocated
+// section addresses, which miss a PIE program's code; on aarch64 gdb
+// cannot unwind a trace frame whose pc it cannot read (its stub unwinder
+// claims it), so the code must be readable there.
+type CodeSpanner interface {
+	// CodeSpan returns how many of the n bytes at addr are code (0: addr
+	// is not).
+	CodeSpan(addr uint64, n int) int
 }
 
 // readOnlySpan returns how many of the n bytes at addr lie in one QTro

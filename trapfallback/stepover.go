@@ -4,6 +4,7 @@ import (
 	"bytes"
 
 	"gotpstub/inferior"
+	"gotpstub/trapfallback/displace"
 )
 
 // Out-of-line step-overs of gdb's breakpoints (inferior.DisplacedStepper).
@@ -17,7 +18,7 @@ import (
 
 // DisplacedStep is the process's inferior.DisplacedStepper: it executes
 // the instruction under the breakpoint at addr for st's thread out of
-// line. It declines instructions analyse refuses, and a first slot near
+// line. It declines instructions the ISA's Analyse refuses, and a first slot near
 // addr while other threads run (mapping one injects a system call,
 // which wants them stopped).
 func (in *Installer) DisplacedStep(st *inferior.Stopped, addr uint64) (bool, error) {
@@ -34,7 +35,7 @@ func (in *Installer) DisplacedStep(st *inferior.Stopped, addr uint64) (bool, err
 // It returns nil when the instruction is not displaced, with
 // inferior.ErrNeedStop when only its slot is missing and threads run.
 func (in *Installer) displacedAt(addr uint64) (*displaced, error) {
-	code := make([]byte, maxInsnLen)
+	code := make([]byte, isa.MaxInsnLen)
 	n, _ := in.proc.ReadMemory(addr, code)
 	if n == 0 {
 		return nil, nil
@@ -45,30 +46,19 @@ func (in *Installer) displacedAt(addr uint64) (*displaced, error) {
 	if s := in.sites[addr]; s != nil {
 		return &s.insn, nil
 	}
-	if d := in.steps[addr]; d != nil && d.length > 0 && bytes.HasPrefix(code, d.orig) {
+	if d := in.steps[addr]; d != nil && bytes.HasPrefix(code, d.insn.Bytes()) {
 		return d, nil
 	}
-	d, err := analyse(addr, code)
+	insn, err := isa.Analyse(addr, code)
 	if err != nil {
 		return nil, nil
 	}
-	if d.kind == copyAndStep {
-		if !in.slotReadyLocked(addr) {
-			return nil, inferior.ErrNeedStop
-		}
-		slot, err := in.slotNear(addr)
-		if err == nil {
-			err = d.relocate(slot)
-		}
-		if err == nil {
-			err = in.proc.WriteMemory(slot, d.relocated)
-		}
-		if err != nil {
-			return nil, nil
-		}
+	if insn.How() == displace.CopyAndStep && !in.slotReadyLocked(addr) {
+		return nil, inferior.ErrNeedStop
 	}
-	if d.orig == nil {
-		d.orig = append([]byte(nil), code[:d.length]...)
+	d, err := in.placeLocked(addr, insn)
+	if err != nil {
+		return nil, nil
 	}
 	in.steps[addr] = &d
 	return &d, nil
@@ -77,7 +67,7 @@ func (in *Installer) displacedAt(addr uint64) (*displaced, error) {
 // slotReadyLocked reports whether slotNear can give a slot near addr
 // without mapping a new area, or may map one (no thread running).
 func (in *Installer) slotReadyLocked(addr uint64) bool {
-	if a := in.scratch[addr>>30]; a != nil && a.used < scratchSize/slotSize {
+	if a := in.scratch[windowOf(addr)]; a != nil && a.used < scratchSize/isa.SlotSize {
 		return true
 	}
 	return !in.proc.ThreadsRunning()

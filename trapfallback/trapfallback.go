@@ -5,20 +5,13 @@
 // A hit stops only the hitting thread. On the stub's ptrace thread the
 // installer hands the thread to the trace engine (condition, collection,
 // passcount), runs while-stepping, then executes the instruction the trap
-// replaced out of line ("displaced stepping") so the int3 never leaves
-// memory and other threads never miss a hit:
-//
-//   - relative branches (jmp, jcc, call rel32, loop, jrcxz) are emulated
-//     from the saved registers, since their target depends on where they
-//     run;
-//   - endbr64 and nop are skipped; push reg, mov %rsp,%rbp, pop reg and
-//     ret are emulated too (the usual first and last instructions of a
-//     function);
-//   - every other instruction is copied to a scratch slot allocated in the
-//     inferior within ±2 GB of the tracepoint, its rip-relative
-//     displacement re-encoded for the new address, single-stepped there,
-//     and the pc (and, for an indirect call, the pushed return address)
-//     moved back to the original code.
+// replaced out of line ("displaced stepping") so the trap never leaves
+// memory and other threads never miss a hit. How one instruction runs out
+// of line is the instruction set's business (package displace's seam;
+// trapfallback/amd64, trapfallback/arm64): it is skipped, emulated on the
+// saved registers, or copied to a slot allocated in the inferior within
+// reach of the tracepoint (pc-relative operands re-encoded), single-stepped
+// there, and the pc moved back to the original code.
 //
 // The same displaced steps take threads over gdb's breakpoints whose
 // hit the stub resumes itself (a false target-side condition) or gdb
@@ -28,28 +21,21 @@
 package trapfallback
 
 import (
-	"encoding/binary"
-	"errors"
 	"fmt"
 	"sync"
-
-	"golang.org/x/arch/x86/x86asm"
 
 	"gotpstub/inferior"
 	"gotpstub/tdesc"
 	"gotpstub/tracing"
+	"gotpstub/trapfallback/displace"
 )
 
-// scratchSize is the size of one scratch area: slotSize-byte slots, one
-// per trapped address, allocated per 1 GiB window of code.
+// scratchSize is the size of one scratch area: isa.SlotSize-byte slots,
+// one per trapped address, allocated per window of code (windowOf).
 const scratchSize = 4096
 
-// slotSize holds one relocated instruction (at most 15 bytes) and the
-// 5-byte jump back after it.
-const slotSize = 32
-
-// maxInsnLen is the longest x86-64 instruction.
-const maxInsnLen = 15
+// maxSteps bounds the single-steps through one relocated copy.
+const maxSteps = 16
 
 // Installer installs tracepoints as int3 traps in one process. It
 // implements tracing.Installer.
@@ -63,6 +49,14 @@ type Installer struct {
 	scratch map[uint64]*scratchArea // 1 GiB window → its current area
 	pending []uint64                // traps to remove once the ptrace thread is free
 	inHook  bool
+}
+
+// displaced is one instruction as it runs out of line: its analysis and,
+// for displace.CopyAndStep, the slot its copy waits in.
+type displaced struct {
+	insn displace.Insn
+	slot uint64
+	size int // bytes of the copy at slot
 }
 
 // site is one trapped address and the tracepoints that share it.
@@ -79,7 +73,7 @@ type site struct {
 func New(p *inferior.Process, e *tracing.Engine) *Installer {
 	in := &Installer{proc: p, engine: e, sites: map[uint64]*site{}, steps: map[uint64]*displaced{}, scratch: map[uint64]*scratchArea{}}
 	p.SetTrapHook(in.hook)
-	registerStepper(p, in)
+	p.SetDisplacedStepper(in.DisplacedStep)
 	return in
 }
 
@@ -89,28 +83,20 @@ func (in *Installer) Install(tp *tracing.Tracepoint) error {
 	defer in.mu.Unlock()
 	s := in.sites[tp.Addr]
 	if s == nil {
-		buf := make([]byte, maxInsnLen)
+		buf := make([]byte, isa.MaxInsnLen)
 		n, err := in.proc.ReadMemory(tp.Addr, buf)
 		if n == 0 {
 			return fmt.Errorf("tracepoint %d at %#x: reading the instruction: %w", tp.Num, tp.Addr, err)
 		}
-		d, err := analyse(tp.Addr, buf[:n])
+		insn, err := isa.Analyse(tp.Addr, buf[:n])
 		if err != nil {
 			return fmt.Errorf("tracepoint %d at %#x: %w", tp.Num, tp.Addr, err)
 		}
-		if d.kind == copyAndStep {
-			// Each address gets its own slot, written once here, so a
-			// hit only moves the pc.
-			slot, err := in.slotNear(tp.Addr)
-			if err == nil {
-				err = d.relocate(slot)
-			}
-			if err == nil {
-				err = in.proc.WriteMemory(slot, d.relocated)
-			}
-			if err != nil {
-				return fmt.Errorf("tracepoint %d at %#x: %w", tp.Num, tp.Addr, err)
-			}
+		// Each address gets its own slot, written once here, so a hit
+		// only moves the pc.
+		d, err := in.placeLocked(tp.Addr, insn)
+		if err != nil {
+			return fmt.Errorf("tracepoint %d at %#x: %w", tp.Num, tp.Addr, err)
 		}
 		s = &site{addr: tp.Addr, insn: d}
 		in.sites[tp.Addr] = s
@@ -196,24 +182,51 @@ type scratchArea struct {
 	used int // slots handed out
 }
 
-// slotNear returns a fresh displaced-step slot within rel32 reach of addr.
-// Slots are never reused: a removed tracepoint's slot may still be in use
-// by a thread that is mid-step when the tracepoint goes.
+// placeLocked gives insn, at addr, a slot with its relocated copy when
+// it is run there.
+func (in *Installer) placeLocked(addr uint64, insn displace.Insn) (displaced, error) {
+	d := displaced{insn: insn}
+	if insn.How() != displace.CopyAndStep {
+		return d, nil
+	}
+	slot, err := in.slotNear(addr)
+	if err != nil {
+		return d, err
+	}
+	code, err := insn.Relocate(slot)
+	if err == nil && len(code) > isa.SlotSize {
+		err = fmt.Errorf("relocated copy of %d bytes for a %d-byte slot", len(code), isa.SlotSize)
+	}
+	if err == nil {
+		err = in.proc.WriteMemory(slot, code)
+	}
+	d.slot, d.size = slot, len(code)
+	return d, err
+}
+
+// windowOf is the window of code around addr whose slots share a scratch
+// area: an eighth of the ISA's reach, so every slot of the area (mapped
+// as near the first address as there is room) stays in reach of all.
+func windowOf(addr uint64) uint64 { return addr / (isa.Reach / 8) }
+
+// slotNear returns a fresh displaced-step slot within the ISA's reach of
+// addr. Slots are never reused: a removed tracepoint's slot may still be
+// in use by a thread that is mid-step when the tracepoint goes.
 func (in *Installer) slotNear(addr uint64) (uint64, error) {
-	window := addr >> 30
+	window := windowOf(addr)
 	area := in.scratch[window]
-	if area == nil || area.used == scratchSize/slotSize {
+	if area == nil || area.used == scratchSize/isa.SlotSize {
 		a, err := in.proc.AllocateScratch(addr, scratchSize)
 		if err != nil {
 			return 0, fmt.Errorf("allocating a displaced-step area: %w", err)
 		}
-		if d := int64(a - addr); d > 1<<31-scratchSize || d < -(1<<31)+scratchSize {
+		if d := int64(a - addr); d > int64(isa.Reach)-scratchSize || d < -int64(isa.Reach)+scratchSize {
 			return 0, fmt.Errorf("displaced-step area %#x out of reach of %#x", a, addr)
 		}
 		area = &scratchArea{base: a}
 		in.scratch[window] = area
 	}
-	slot := area.base + uint64(area.used*slotSize)
+	slot := area.base + uint64(area.used*isa.SlotSize)
 	area.used++
 	return slot, nil
 }
@@ -233,7 +246,7 @@ func (h hitContext) Registers() (*tdesc.Regs, error) {
 	if err != nil || h.pc == 0 {
 		return regs, err
 	}
-	if err := regs.SetUint64(tdesc.RIP, h.pc); err != nil {
+	if err := regs.SetUint64(regs.Layout.PC, h.pc); err != nil {
 		return nil, err
 	}
 	return regs, nil
@@ -270,11 +283,11 @@ func (in *Installer) hook(st *inferior.Stopped) inferior.TrapAction {
 	parked := false
 	if !st.UserBreakpoint() {
 		var to uint64
-		switch s.insn.kind {
-		case copyAndStep:
-			to = s.insn.scratch
-		case skip:
-			to = s.addr + uint64(s.insn.length)
+		switch s.insn.insn.How() {
+		case displace.CopyAndStep:
+			to = s.insn.slot
+		case displace.Skip:
+			to = s.addr + uint64(s.insn.insn.Len())
 		}
 		if to != 0 {
 			regs, err := st.Registers()
@@ -328,7 +341,7 @@ func (in *Installer) stepOne(st *inferior.Stopped) error {
 		return err
 	}
 	in.mu.Lock()
-	s := in.sites[regs.Uint64(tdesc.RIP)] // st.PC() is where the hit was, not where we are
+	s := in.sites[regs.Uint64(regs.Layout.PC)] // st.PC() is where the hit was, not where we are
 	in.mu.Unlock()
 	if s != nil {
 		return in.stepOver(st, s, false)
@@ -345,253 +358,46 @@ func (in *Installer) stepOver(st *inferior.Stopped, s *site, parked bool) error 
 		return err
 	}
 	d := &s.insn
-	next := s.addr + uint64(d.length)
-	switch d.kind {
-	case skip:
+	switch d.insn.How() {
+	case displace.Skip:
 		if parked {
 			return nil
 		}
-		return setPC(st, regs, next)
-	case emulateBranch, emulateSimple:
-		return d.emulate(st, regs)
+		return setPC(st, regs, s.addr+uint64(d.insn.Len()))
+	case displace.Emulate:
+		if err := d.insn.Emulate(regs, st); err != nil {
+			return err
+		}
+		return st.SetRegisters(regs)
 	}
-	// copyAndStep: the relocated copy waits in the site's slot.
+	// CopyAndStep: the relocated copy waits in the site's slot.
 	if !parked {
-		if err := setPC(st, regs, d.scratch); err != nil {
+		if err := setPC(st, regs, d.slot); err != nil {
 			return err
 		}
 	}
-	if err := st.SingleStep(); err != nil {
-		return fmt.Errorf("displaced step: %w", err)
-	}
-	regs, err = st.Registers()
-	if err != nil {
-		return err
-	}
-	pc := regs.Uint64(tdesc.RIP)
-	if pc == d.scratch+uint64(d.length) {
-		pc = next // fell through
-	}
-	if d.indirectCall {
-		// The call pushed the copy's return address: point it home.
-		var ret [8]byte
-		binary.LittleEndian.PutUint64(ret[:], next)
-		if err := st.WriteMemory(regs.Uint64(tdesc.RSP), ret[:]); err != nil {
-			return fmt.Errorf("fixing the return address: %w", err)
+	for range maxSteps {
+		if err := st.SingleStep(); err != nil {
+			return fmt.Errorf("displaced step: %w", err)
+		}
+		if regs, err = st.Registers(); err != nil {
+			return err
+		}
+		done, err := d.insn.AfterStep(regs, st, d.slot, d.size)
+		if err != nil {
+			return err
+		}
+		if done {
+			return st.SetRegisters(regs)
 		}
 	}
-	return setPC(st, regs, pc)
+	return fmt.Errorf("displaced step at %#x: still in its copy after %d steps", s.addr, maxSteps)
 }
 
+// setPC moves st's pc to pc.
 func setPC(st *inferior.Stopped, regs *tdesc.Regs, pc uint64) error {
-	var v [8]byte
-	binary.LittleEndian.PutUint64(v[:], pc)
-	if err := regs.Set(tdesc.RIP, v[:]); err != nil {
+	if err := regs.SetUint64(regs.Layout.PC, pc); err != nil {
 		return err
 	}
 	return st.SetRegisters(regs)
-}
-
-// ---- instruction analysis
-
-type stepKind int
-
-const (
-	copyAndStep stepKind = iota
-	skip
-	emulateBranch
-	emulateSimple // push reg, mov %rsp,%rbp
-)
-
-// displaced describes how to execute one instruction out of line.
-type displaced struct {
-	kind         stepKind
-	length       int
-	orig         []byte
-	relocated    []byte // copyAndStep: the bytes to run at scratch
-	scratch      uint64
-	indirectCall bool
-	addr         uint64
-	hasPCRel     bool
-	pcRelOff     int
-
-	// emulateBranch, emulateSimple
-	reg     int // emulateSimple: the register of push reg or pop reg
-	branch  branchKind
-	cond    byte // jcc condition code (low nibble of the opcode)
-	target  uint64
-	nextIns uint64
-}
-
-type branchKind int
-
-const (
-	brJmp branchKind = iota
-	brJcc
-	brCall
-	brLoop      // e2
-	brLoope     // e1
-	brLoopne    // e0
-	brJrcxz     // e3
-	brPush      // push reg (emulateSimple)
-	brMovRspRbp // mov %rsp,%rbp (emulateSimple)
-	brRet       // ret (emulateSimple)
-	brPop       // pop reg (emulateSimple)
-)
-
-// x86RegToGDB maps the 3-bit x86 register encoding to GDB's amd64
-// register numbers (rax rbx rcx rdx rsi rdi rbp rsp).
-var x86RegToGDB = [8]int{tdesc.RAX, tdesc.RCX, tdesc.RDX, tdesc.RBX, tdesc.RSP, tdesc.RBP, tdesc.RSI, tdesc.RDI}
-
-// pushInsn recognises push r64 (50+r, optionally REX.B for r8-r15) and
-// returns its length and the GDB number of the pushed register.
-func pushInsn(code []byte) (n, reg int, ok bool) {
-	return regInsn(code, 0x50)
-}
-
-// popInsn recognises pop r64 (58+r, optionally REX.B) like pushInsn.
-func popInsn(code []byte) (n, reg int, ok bool) {
-	return regInsn(code, 0x58)
-}
-
-// regInsn recognises the one-byte-opcode instruction op+r (push or pop
-// r64, optionally REX.B for r8-r15).
-func regInsn(code []byte, op byte) (n, reg int, ok bool) {
-	switch {
-	case len(code) >= 1 && code[0] >= op && code[0] <= op+7:
-		return 1, x86RegToGDB[code[0]-op], true
-	case len(code) >= 2 && code[0] == 0x41 && code[1] >= op && code[1] <= op+7:
-		return 2, 8 + int(code[1]-op), true
-	}
-	return 0, 0, false
-}
-
-// ErrUnsupportedInstruction means the instruction cannot be executed out
-// of line safely.
-var ErrUnsupportedInstruction = errors.New("instruction cannot be displaced")
-
-// analyse decodes the instruction at addr and decides how to displace it.
-func analyse(addr uint64, code []byte) (displaced, error) {
-	var d displaced
-	// endbr64/endbr32: x86asm v0.32 mis-decodes them as one byte.
-	if len(code) >= 4 && code[0] == 0xf3 && code[1] == 0x0f && code[2] == 0x1e && (code[3] == 0xfa || code[3] == 0xfb) {
-		d.kind, d.length = skip, 4
-		return d, nil
-	}
-	// The usual function-entry instructions are emulated: no single-step.
-	if n, reg, ok := pushInsn(code); ok {
-		d.kind, d.length, d.branch, d.reg = emulateSimple, n, brPush, reg
-		d.nextIns = addr + uint64(n)
-		return d, nil
-	}
-	if len(code) >= 3 && code[0] == 0x48 && code[1] == 0x89 && code[2] == 0xe5 {
-		d.kind, d.length, d.branch = emulateSimple, 3, brMovRspRbp
-		d.nextIns = addr + 3
-		return d, nil
-	}
-	if n, reg, ok := popInsn(code); ok {
-		d.kind, d.length, d.branch, d.reg = emulateSimple, n, brPop, reg
-		d.nextIns = addr + uint64(n)
-		return d, nil
-	}
-	if code[0] == 0xc3 {
-		// ret, where a fast tracepoint often falls back to a trap (a
-		// lone ret: no jump fits).
-		d.kind, d.length, d.branch = emulateSimple, 1, brRet
-		d.nextIns = addr + 1
-		return d, nil
-	}
-	// VEX/EVEX-encoded instructions: x86asm misses their rip-relative
-	// operands and some lengths; refuse rather than guess.
-	if code[0] == 0xc4 || code[0] == 0xc5 || code[0] == 0x62 {
-		return d, fmt.Errorf("%w: VEX/EVEX-encoded instruction % x", ErrUnsupportedInstruction, code[:3])
-	}
-	inst, err := x86asm.Decode(code, 64)
-	if err != nil {
-		return d, fmt.Errorf("%w: cannot decode % x: %v", ErrUnsupportedInstruction, code, err)
-	}
-	d.length = inst.Len
-	d.orig = append([]byte(nil), code[:inst.Len]...)
-	next := addr + uint64(inst.Len)
-	d.nextIns = next
-	switch inst.Op {
-	case x86asm.NOP:
-		d.kind = skip
-		return d, nil
-	case x86asm.INT, x86asm.SYSENTER, x86asm.UD1, x86asm.UD2:
-		return d, fmt.Errorf("%w: %v", ErrUnsupportedInstruction, inst.Op)
-	}
-	if rel, ok := inst.Args[0].(x86asm.Rel); ok {
-		d.kind = emulateBranch
-		d.target = uint64(int64(next) + int64(rel))
-		switch inst.Op {
-		case x86asm.JMP:
-			d.branch = brJmp
-		case x86asm.CALL:
-			d.branch = brCall
-		case x86asm.LOOP:
-			d.branch = brLoop
-		case x86asm.LOOPE:
-			d.branch = brLoope
-		case x86asm.LOOPNE:
-			d.branch = brLoopne
-		case x86asm.JRCXZ:
-			d.branch = brJrcxz
-		case x86asm.JECXZ, x86asm.JCXZ:
-			return d, fmt.Errorf("%w: %v with address-size prefix", ErrUnsupportedInstruction, inst.Op)
-		default:
-			d.branch = brJcc
-			op := code[inst.Len-inst.PCRel-1]
-			d.cond = op & 0x0f
-		}
-		return d, nil
-	}
-	if len(inst.Prefix) > 0 {
-		for _, p := range inst.Prefix {
-			if p&0xff == 0x67 && (inst.Op == x86asm.LOOP || inst.Op == x86asm.JRCXZ) {
-				return d, fmt.Errorf("%w: address-size prefixed %v", ErrUnsupportedInstruction, inst.Op)
-			}
-		}
-	}
-	d.kind = copyAndStep
-	d.relocated = append([]byte(nil), d.orig...)
-	switch inst.PCRel {
-	case 0:
-	case 4:
-		d.pcRelOff = inst.PCRelOff
-		d.hasPCRel = true
-	default:
-		return d, fmt.Errorf("%w: %d-byte pc-relative field", ErrUnsupportedInstruction, inst.PCRel)
-	}
-	d.indirectCall = inst.Op == x86asm.CALL
-	d.addr = addr
-	return d, nil
-}
-
-// relocate prepares the copy that runs at scratch: a rip-relative
-// displacement is re-encoded so it still reaches the same address, and a
-// jmp rel32 to the next original instruction follows the copy. The stub
-// single-steps the copy only and moves the pc home itself; the jump is for
-// a thread the stub's death (package guard) leaves mid-step, running on
-// untraced: it falls through the copy, or an indirect call returns after
-// it, and jumps home instead of running into the next slot.
-func (d *displaced) relocate(scratch uint64) error {
-	d.scratch = scratch
-	d.relocated = append(d.relocated[:0], d.orig...)
-	if d.hasPCRel {
-		old := int64(int32(binary.LittleEndian.Uint32(d.orig[d.pcRelOff:])))
-		target := int64(d.addr) + int64(d.length) + old
-		disp := target - (int64(scratch) + int64(d.length))
-		if disp != int64(int32(disp)) {
-			return fmt.Errorf("%w: rip-relative target %#x out of reach of %#x", ErrUnsupportedInstruction, target, scratch)
-		}
-		binary.LittleEndian.PutUint32(d.relocated[d.pcRelOff:], uint32(int32(disp)))
-	}
-	back := int64(d.addr+uint64(d.length)) - (int64(scratch) + int64(d.length) + 5)
-	if back != int64(int32(back)) {
-		return fmt.Errorf("displaced-step slot %#x out of reach of %#x", scratch, d.addr)
-	}
-	d.relocated = append(d.relocated, 0xe9)
-	d.relocated = binary.LittleEndian.AppendUint32(d.relocated, uint32(int32(back)))
-	return nil
 }

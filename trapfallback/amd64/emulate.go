@@ -1,12 +1,12 @@
-package trapfallback
+package amd64
 
 import (
 	"encoding/binary"
 	"fmt"
 	"io"
 
-	"gotpstub/inferior"
 	"gotpstub/tdesc"
+	"gotpstub/trapfallback/displace"
 )
 
 // eflags bits used by conditional branches.
@@ -51,10 +51,10 @@ func conditionHolds(cc byte, flags uint64) bool {
 	return r
 }
 
-// emulate executes a relative branch, or one of the simple instructions
+// Emulate implements displace.Insn: it executes a relative branch, or one of the simple instructions
 // analyse picks (push reg, mov %rsp,%rbp, pop reg, ret), on the saved
 // registers of st.
-func (d *displaced) emulate(st *inferior.Stopped, regs *tdesc.Regs) error {
+func (d *displaced) Emulate(regs *tdesc.Regs, st displace.Memory) error {
 	pc := d.nextIns
 	flags := regs.Uint64(tdesc.EFLAGS)
 	switch d.branch {
@@ -128,11 +128,11 @@ func (d *displaced) emulate(st *inferior.Stopped, regs *tdesc.Regs) error {
 		}
 		pc = d.target
 	}
-	return setPC(st, regs, pc)
+	return regs.SetUint64(tdesc.RIP, pc)
 }
 
 // popStack reads the quadword at rsp and moves rsp past it (pop, ret).
-func popStack(st *inferior.Stopped, regs *tdesc.Regs) ([8]byte, error) {
+func popStack(st displace.Memory, regs *tdesc.Regs) ([8]byte, error) {
 	var v [8]byte
 	sp := regs.Uint64(tdesc.RSP)
 	if n, err := st.ReadMemory(sp, v[:]); n != len(v) {

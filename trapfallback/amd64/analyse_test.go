@@ -1,9 +1,11 @@
-package trapfallback
+package amd64
 
 import (
 	"encoding/binary"
 	"errors"
 	"testing"
+
+	"gotpstub/trapfallback/displace"
 )
 
 func TestAnalyse(t *testing.T) {
@@ -45,8 +47,8 @@ func TestAnalyse(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := analyse(addr, tc.code)
 			if tc.wantErr {
-				if !errors.Is(err, ErrUnsupportedInstruction) {
-					t.Fatalf("err = %v, want ErrUnsupportedInstruction", err)
+				if !errors.Is(err, displace.ErrUnsupported) {
+					t.Fatalf("err = %v, want displace.ErrUnsupported", err)
 				}
 				return
 			}
