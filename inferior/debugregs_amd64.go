@@ -15,12 +15,20 @@ type debugSlot struct {
 	refs   int            // Z packets sharing this slot
 }
 
+func (s debugSlot) same(o debugSlot) bool {
+	return s.used && s.addr == o.addr && s.length == o.length && s.kind == o.kind
+}
+
 // debugRegisters is the process-wide debug register setting, written into
 // every thread.
 type debugRegisters struct {
 	slots  [4]debugSlot
 	points hwPoints // the Z packets in, once each
 }
+
+// slotsOf returns the slots a breakpoint or watchpoint may take: any of
+// the four.
+func (d *debugRegisters) slotsOf(BreakpointKind) []debugSlot { return d.slots[:] }
 
 // dr7 encodes the control register for the used slots.
 func (d *debugRegisters) dr7() uint64 {
@@ -102,60 +110,9 @@ func (p *Process) insertDebugReg(kind BreakpointKind, addr uint64, size int) err
 	}
 	next := p.debugRegs
 	for _, c := range chunks {
-		found := false
-		for i := range next.slots {
-			s := &next.slots[i]
-			if s.used && s.addr == c.addr && s.length == c.length && s.kind == c.kind {
-				s.refs++
-				found = true
-				break
-			}
-		}
-		if found {
-			continue
-		}
-		for i := range next.slots {
-			if !next.slots[i].used {
-				c.used, c.refs = true, 1
-				next.slots[i] = c
-				found = true
-				break
-			}
-		}
-		if !found {
+		if !claimSlot(next.slotsOf(kind), c) {
 			return fmt.Errorf("%v at %#x: %w", kind, addr, ErrNoDebugRegister)
 		}
-	}
-	return p.applyDebugRegs(next)
-}
-
-// removeDebugReg releases what insertDebugReg claimed.
-func (p *Process) removeDebugReg(kind BreakpointKind, addr uint64, size int) error {
-	chunks, err := chunksFor(kind, addr, size)
-	if err != nil {
-		return err
-	}
-	next := p.debugRegs
-	for _, c := range chunks {
-		found := false
-		for i := range next.slots {
-			s := &next.slots[i]
-			if s.used && s.addr == c.addr && s.length == c.length && s.kind == c.kind {
-				s.refs--
-				if s.refs == 0 {
-					*s = debugSlot{}
-				}
-				found = true
-				break
-			}
-		}
-		if !found {
-			return fmt.Errorf("no %v at %#x", kind, addr)
-		}
-	}
-	if p.exitEvent != nil {
-		p.debugRegs = next
-		return nil
 	}
 	return p.applyDebugRegs(next)
 }

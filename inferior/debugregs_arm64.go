@@ -191,56 +191,6 @@ func (p *Process) insertDebugReg(kind BreakpointKind, addr uint64, size int) err
 	return p.applyDebugRegs(next)
 }
 
-// claimSlot shares a used slot equal to c or takes a free one.
-func claimSlot(slots []debugSlot, c debugSlot) bool {
-	c.used = true
-	for i := range slots {
-		if slots[i].same(c) {
-			slots[i].refs++
-			return true
-		}
-	}
-	for i := range slots {
-		if !slots[i].used {
-			c.refs = 1
-			slots[i] = c
-			return true
-		}
-	}
-	return false
-}
-
-// removeDebugReg releases what insertDebugReg claimed.
-func (p *Process) removeDebugReg(kind BreakpointKind, addr uint64, size int) error {
-	chunks, err := chunksFor(kind, addr, size)
-	if err != nil {
-		return err
-	}
-	next := p.debugRegs
-	slots := next.slotsOf(kind)
-	for _, c := range chunks {
-		c.used = true
-		found := false
-		for i := range slots {
-			if s := &slots[i]; s.same(c) {
-				if s.refs--; s.refs == 0 {
-					*s = debugSlot{}
-				}
-				found = true
-				break
-			}
-		}
-		if !found {
-			return fmt.Errorf("no %v at %#x", kind, addr)
-		}
-	}
-	if p.exitEvent != nil {
-		p.debugRegs = next
-		return nil
-	}
-	return p.applyDebugRegs(next)
-}
-
 // writeDebugRegs writes the breakpoint and watchpoint registers into a
 // stopped thread (nothing before any was ever set on this machine).
 func (p *Process) writeDebugRegs(t *thread) error {
