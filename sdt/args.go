@@ -7,23 +7,26 @@ import (
 	"strings"
 )
 
-// Arg is one probe argument of an SDT spec ("-4@%eax", "8@-8(%rbp)",
-// "4@$5"): its size in bytes and signedness, and where its value is.
+// Arg is one probe argument of an SDT spec (x86-64: "-4@%eax",
+// "8@-8(%rbp)", "4@$5"; aarch64: "-4@w0", "8@[sp, 16]", "4@5"): its size
+// in bytes and signedness, and where its value is.
 type Arg struct {
 	Size   int    // 1, 2, 4 or 8
 	Signed bool   // a negative size in the spec
 	Imm    bool   // the value is Disp ($N)
-	Reg    string // the register (64-bit name) holding the value or the address
+	Reg    string // the register (64-bit name: rax, x0, sp) holding the value or the address
 	Mem    bool   // the value is in memory at Reg+Disp
 	Disp   int64
 }
 
 // ParseArgs parses an argument spec: arguments separated by spaces, each
-// SIZE@OPERAND with OPERAND %reg, $imm, disp(%reg) or (%reg) (x86-64
-// registers of any width; a 64-bit name is kept).
+// SIZE@OPERAND with OPERAND, in x86-64's syntax, %reg, $imm, disp(%reg)
+// or (%reg) (registers of any width), or in aarch64's, reg, imm, #imm,
+// [reg] or [reg, disp] (xN, wN, sp); a 64-bit register name is kept.
+// A spec with an aarch64 comma inside brackets is one argument.
 func ParseArgs(spec string) ([]Arg, error) {
 	var out []Arg
-	for _, f := range strings.Fields(spec) {
+	for _, f := range fields(spec) {
 		size, op, ok := strings.Cut(f, "@")
 		if !ok {
 			return nil, fmt.Errorf("sdt: argument %q: no size", f)
@@ -49,6 +52,34 @@ func ParseArgs(spec string) ([]Arg, error) {
 	return out, nil
 }
 
+// fields splits a spec at the spaces outside brackets ("8@[sp, 16]" is
+// one argument).
+func fields(spec string) []string {
+	var out []string
+	depth, start := 0, -1
+	for i, c := range spec {
+		switch {
+		case c == '[':
+			depth++
+		case c == ']':
+			depth--
+		case c == ' ' || c == '\t':
+			if depth <= 0 && start >= 0 {
+				out = append(out, spec[start:i])
+				start = -1
+			}
+			continue
+		}
+		if start < 0 {
+			start = i
+		}
+	}
+	if start >= 0 {
+		out = append(out, spec[start:])
+	}
+	return out
+}
+
 // operand parses the part after '@'.
 func (a *Arg) operand(op string) error {
 	var err error
@@ -60,6 +91,8 @@ func (a *Arg) operand(op string) error {
 	case strings.HasPrefix(op, "%"):
 		a.Reg, err = reg64(op[1:])
 		return err
+	case !strings.ContainsAny(op, "(%"):
+		return a.operandA64(op)
 	}
 	open := strings.IndexByte(op, '(')
 	if open < 0 || !strings.HasSuffix(op, ")") || !strings.HasPrefix(op[open+1:], "%") {
@@ -73,6 +106,46 @@ func (a *Arg) operand(op string) error {
 	}
 	a.Reg, err = reg64(op[open+2 : len(op)-1])
 	return err
+}
+
+// operandA64 parses an aarch64 operand: #imm or imm, a register, or
+// [reg] and [reg, disp] (disp possibly with a '#').
+func (a *Arg) operandA64(op string) error {
+	var err error
+	switch {
+	case strings.HasPrefix(op, "#"), op != "" && (op[0] == '-' || op[0] >= '0' && op[0] <= '9'):
+		a.Imm = true
+		a.Disp, err = strconv.ParseInt(strings.TrimPrefix(op, "#"), 0, 64)
+		return err
+	case strings.HasPrefix(op, "[") && strings.HasSuffix(op, "]"):
+		a.Mem = true
+		base, disp, hasDisp := strings.Cut(op[1:len(op)-1], ",")
+		if hasDisp {
+			d := strings.TrimPrefix(strings.TrimSpace(disp), "#")
+			if a.Disp, err = strconv.ParseInt(d, 0, 64); err != nil {
+				return fmt.Errorf("displacement %q: %w", disp, err)
+			}
+		}
+		a.Reg, err = regA64(strings.TrimSpace(base))
+		return err
+	}
+	a.Reg, err = regA64(op)
+	return err
+}
+
+// regA64 names the 64-bit aarch64 register a register name is part of
+// (x0-x30, w0-w30, sp, wsp).
+func regA64(name string) (string, error) {
+	switch name {
+	case "sp", "wsp":
+		return "sp", nil
+	}
+	if len(name) > 1 && (name[0] == 'x' || name[0] == 'w') {
+		if v, err := strconv.Atoi(name[1:]); err == nil && v >= 0 && v <= 30 && strconv.Itoa(v) == name[1:] {
+			return "x" + name[1:], nil
+		}
+	}
+	return "", fmt.Errorf("register %q", name)
 }
 
 // reg64 names the 64-bit register a register name is part of.

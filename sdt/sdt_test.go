@@ -68,10 +68,34 @@ func TestParseArgsAndFormat(t *testing.T) {
 	if want := "p:n(-1, 42, 255, -7, ?, 9029)"; got != want {
 		t.Errorf("Format = %q, want %q", got, want)
 	}
-	for _, bad := range []string{"4", "3@%eax", "4@%foo", "4@8(%eax", "x@%eax", "4@sym(%rip)"} {
+	for _, bad := range []string{"4", "3@%eax", "4@%foo", "4@8(%eax", "x@%eax", "4@sym(%rip)",
+		"4@x31", "4@q0", "8@[x1", "8@[x1, y]", "8@[foo]", "4@x01"} {
 		if _, err := ParseArgs(bad); err == nil {
 			t.Errorf("ParseArgs(%q): no error", bad)
 		}
+	}
+}
+
+// aarch64's operand syntax: registers by name, brackets, plain or #
+// immediates; the comma inside brackets does not split arguments.
+func TestParseArgsAArch64(t *testing.T) {
+	args, err := ParseArgs("-4@w0 8@[sp, 16] 8@[x29, #-8] 4@[x1] -4@-7 8@#3 8@x30 8@sp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	regs := map[string]uint64{"x0": 0xffffffff, "sp": 0x2000, "x29": 0x1008, "x1": 0x3000, "x30": 0x400123}
+	mem := map[uint64][]byte{0x2010: {0x2a, 0, 0, 0, 0, 0, 0, 0}, 0x1000: {5, 0, 0, 0, 0, 0, 0, 0}}
+	reg := func(n string) (uint64, bool) { v, ok := regs[n]; return v, ok }
+	read := func(addr uint64, buf []byte) bool {
+		b, ok := mem[addr]
+		if ok {
+			copy(buf, b)
+		}
+		return ok
+	}
+	got := Format(Marker{Provider: "p", Name: "n"}, args, reg, read)
+	if want := "p:n(-1, 42, 5, ?, -7, 3, 4194595, 8192)"; got != want {
+		t.Errorf("Format = %q, want %q", got, want)
 	}
 }
 
@@ -120,6 +144,7 @@ func FuzzParseNotes(f *testing.F) {
 
 func FuzzParseArgs(f *testing.F) {
 	f.Add("-4@%eax 8@-8(%rbp) 4@$5 1@%r9b")
+	f.Add("-4@w0 8@[sp, 16] 8@[x29, #-8] 4@#3")
 	f.Fuzz(func(t *testing.T, spec string) {
 		args, err := ParseArgs(spec)
 		if err != nil {

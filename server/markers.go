@@ -109,14 +109,12 @@ func (m *markerSource) StaticReads(addr uint64) (tracing.StaticReads, bool) {
 // does not understand: its id and the spec.
 func unparsedData(l sdt.Located) string { return fmt.Sprintf("%s(%s)", l.ID(), l.Args) }
 
-// regNum is the GDB number of an x86-64 register named as in an SDT
-// argument spec (64-bit names).
+// regNum is the GDB number of a register named as in an SDT argument spec
+// (64-bit names: rax, x0, sp), on this machine's ISA.
 func regNum(name string) (int, bool) {
-	r, ok := amd64Layout.Find(name)
+	r, ok := tdesc.Host().Find(name)
 	return r.Num, ok
 }
-
-var amd64Layout = tdesc.AMD64Linux(false)
 
 // markerDef is a marker as qTfSTM lists it: addr:hex(id):hex(extra).
 func markerDef(l sdt.Located) string {
