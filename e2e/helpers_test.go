@@ -69,6 +69,7 @@ func requireTools(t *testing.T) {
 // built once per run. It skips the test when neither is usable.
 func stubPath(t *testing.T) string {
 	t.Helper()
+	skipOnThisISA(t)
 	requireTools(t)
 	if env := os.Getenv("GOTPSTUB_STUB"); env != "" {
 		if _, err := os.Stat(env); err != nil {

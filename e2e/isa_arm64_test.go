@@ -1,5 +1,10 @@
 package e2e
 
+import (
+	"strings"
+	"testing"
+)
+
 // arm64Regs maps the x86-64 register names the tests use to the aarch64
 // registers playing the same part in testdata/trace.c's asm_worker and
 // in the calling convention (first argument and result: x0; a
@@ -21,3 +26,35 @@ func reg(x86 string) string {
 // oneRegisterFrameBytes is the size of a trace frame collecting x0:
 // header 6 + 'r' block 3 + x0 (a run: 4+8) + x29, x30, sp, pc (4+32).
 const oneRegisterFrameBytes = 57
+
+// arm64Tests are the tests that apply on arm64 so far: debugging, trap
+// tracepoints and what works the same whatever installs a tracepoint.
+// The others test jump pads (x86-64 only: an arm64 ftrace is a trap,
+// issue 12 part 3), x86-64 registers or instructions, or static
+// tracepoints (gdb 13 crashes setting one on aarch64).
+var arm64Tests = map[string]bool{
+	"TestBreakpoints": true, "TestStepNextFinishUntil": true, "TestMemoryReadWrite": true,
+	"TestWatchpoint": true, "TestThreads": true, "TestSignals": true, "TestAttachDetach": true,
+	"TestExtendedRemote": true, "TestVFileWithoutLocalProgram": true, "TestMonitorCommands": true,
+	"TestExec": true, "TestForkEvents": true, "TestAttachContinueInterruptDetach": true,
+	"TestConditionalBreakpointOnTarget": true, "TestConditionalBreakpointsStepOver": true,
+	"TestSignalsPassedUnderTracing": true, "TestStepIntoSignalHandler": true,
+	"TestStartupMessages": true, "TestStubKilledProgramRunsOn": true,
+	"TestStubKilledWhileTracingProgramRunsOn": true, "TestKillOnStubExit": true,
+	"TestFramesSurviveGDBKilled": true, "TestExportSavedTrace": true,
+
+	"TestTraceConditionAndCollect": true, "TestTraceRegsLocalsArgs": true,
+	"TestTraceGlobalsArrayStructString": true, "TestTraceStateVariableCounter": true,
+	"TestTracePasscount": true, "TestTraceWhileStepping": true, "TestTraceCircularBuffer": true,
+	"TestTraceSaveTfileRoundTrip": true, "TestTraceThreadsFrameCount": true,
+	"TestTraceCallJccRipRelative": true, "TestTraceStatusFields": true,
+	"TestCollectOneRegisterFrames": true,
+}
+
+// skipOnThisISA skips a test arm64Tests does not name.
+func skipOnThisISA(t *testing.T) {
+	name, _, _ := strings.Cut(t.Name(), "/")
+	if !arm64Tests[name] {
+		t.Skip("x86-64 only so far (jump pads, x86-64 registers or code, or strace; see arm64Tests)")
+	}
+}

@@ -1,6 +1,6 @@
-// Package trapfallback implements tracepoints with int3 traps: the way
-// every tracepoint can be hit, and the fallback wherever no jump pad can be
-// placed.
+// Package trapfallback implements tracepoints with traps (int3 on
+// x86-64, brk on arm64): the way every tracepoint can be hit, and the
+// fallback wherever no jump pad can be placed.
 //
 // A hit stops only the hitting thread. On the stub's ptrace thread the
 // installer hands the thread to the trace engine (condition, collection,
@@ -17,7 +17,7 @@
 // hit the stub resumes itself (a false target-side condition) or gdb
 // resumes in non-stop mode: the Installer is the process's
 // inferior.DisplacedStepper (stepover.go), so the other threads need
-// not stop while the int3 would be out of memory.
+// not stop while the trap would be out of memory.
 package trapfallback
 
 import (
@@ -37,7 +37,7 @@ const scratchSize = 4096
 // maxSteps bounds the single-steps through one relocated copy.
 const maxSteps = 16
 
-// Installer installs tracepoints as int3 traps in one process. It
+// Installer installs tracepoints as traps in one process. It
 // implements tracing.Installer.
 type Installer struct {
 	proc   *inferior.Process
@@ -46,7 +46,7 @@ type Installer struct {
 	mu      sync.Mutex
 	sites   map[uint64]*site
 	steps   map[uint64]*displaced   // breakpoints' out-of-line step-overs (stepover.go)
-	scratch map[uint64]*scratchArea // 1 GiB window → its current area
+	scratch map[uint64]*scratchArea // window of code (windowOf) → its current area
 	pending []uint64                // traps to remove once the ptrace thread is free
 	inHook  bool
 }
@@ -64,7 +64,7 @@ type site struct {
 	addr  uint64
 	insn  displaced
 	tps   []*tracing.Tracepoint
-	trap  bool // an int3 is in memory
+	trap  bool // the trap is in memory
 	dirty bool // removal requested during a hit
 }
 
