@@ -109,6 +109,7 @@ func isGdbserver(stub string) bool {
 // gcc -g -O0 plus extra flags into out (an absolute path) and returns out.
 func buildC(t *testing.T, out string, sources []string, extra ...string) string {
 	t.Helper()
+	skipOnThisISA(t)
 	requireTools(t)
 	root := repoRoot(t)
 	args := []string{"-g", "-O0", "-o", out}

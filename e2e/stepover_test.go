@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-
-	"golang.org/x/arch/x86/x86asm"
 )
 
 // TestConditionalBreakpointsStepOver: breakpoints whose conditions the
@@ -44,7 +42,7 @@ func TestConditionalBreakpointsStepOver(t *testing.T) {
 }
 
 // ripRelativeIn returns the offset in function fn of prog of its first
-// instruction with a rip-relative operand.
+// instruction with a pc-relative operand other than a branch target.
 func ripRelativeIn(t *testing.T, prog, fn string) int {
 	t.Helper()
 	f, err := elf.Open(prog)
@@ -66,17 +64,10 @@ func ripRelativeIn(t *testing.T, prog, fn string) int {
 			t.Fatal(err)
 		}
 		body := code[s.Value-text.Addr : s.Value-text.Addr+s.Size]
-		for off := 0; off < len(body); {
-			in, err := x86asm.Decode(body[off:], 64)
-			if err != nil {
-				break
-			}
-			if in.PCRel != 0 && in.Op != x86asm.CALL && in.Op != x86asm.JMP {
-				return off
-			}
-			off += in.Len
+		if off, ok := firstPCRelative(body, s.Value); ok {
+			return off
 		}
 	}
-	t.Fatalf("no rip-relative instruction in %s", fn)
+	t.Fatalf("no pc-relative instruction (but a branch) in %s", fn)
 	return 0
 }
