@@ -389,6 +389,7 @@ func (p *Process) flushLive() error {
 	}
 	p.live.flushing = true
 	defer func() { p.live.flushing = false }()
+	defer p.urgently()()
 	p.live.flushStart, p.live.lastPoll = time.Now(), time.Now()
 	p.live.stats.Flushes++
 	p.live.stats.Patches += len(q)
@@ -442,6 +443,30 @@ func (p *Process) flushLive() error {
 	p.pollLive(0)
 	p.releaseParked()
 	return first
+}
+
+// urgentNice is the ptrace thread's nice value while threads wait for
+// it during a flush.
+const urgentNice = -10
+
+// urgently gives the ptrace thread (the caller) the CPU weight of nice
+// urgentNice, when it is allowed to (root, CAP_SYS_NICE) and has less,
+// and returns what puts its old value back. During a flush with threads
+// running, every thread the stub stops waits for this thread; on a
+// machine whose CPUs the program's threads keep busy, at nice 0 this
+// thread waits for a CPU as long as they do, and that wait made most of
+// the longest stops. The program's own threads keep their priority.
+func (p *Process) urgently() func() {
+	tid := unix.Gettid()
+	raw, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
+	if err != nil {
+		return func() {}
+	}
+	old := 20 - raw // the system call returns 20 - nice
+	if old <= urgentNice || unix.Setpriority(unix.PRIO_PROCESS, tid, urgentNice) != nil {
+		return func() {}
+	}
+	return func() { _ = unix.Setpriority(unix.PRIO_PROCESS, tid, old) }
 }
 
 // firstErr keeps the first error.
