@@ -389,7 +389,7 @@ func (p *Process) flushLive() error {
 	}
 	p.live.flushing = true
 	defer func() { p.live.flushing = false }()
-	defer p.urgently()()
+	defer urgently(unix.Gettid())()
 	p.live.flushStart, p.live.lastPoll = time.Now(), time.Now()
 	p.live.stats.Flushes++
 	p.live.stats.Patches += len(q)
@@ -449,15 +449,16 @@ func (p *Process) flushLive() error {
 // it during a flush.
 const urgentNice = -10
 
-// urgently gives the ptrace thread (the caller) the CPU weight of nice
-// urgentNice, when it is allowed to (root, CAP_SYS_NICE) and has less,
-// and returns what puts its old value back. During a flush with threads
-// running, every thread the stub stops waits for this thread; on a
-// machine whose CPUs the program's threads keep busy, at nice 0 this
-// thread waits for a CPU as long as they do, and that wait made most of
-// the longest stops. The program's own threads keep their priority.
-func (p *Process) urgently() func() {
-	tid := unix.Gettid()
+// urgently gives thread tid the CPU weight of nice urgentNice, when the
+// stub is allowed to (root, CAP_SYS_NICE) and the thread has less, and
+// returns what puts its old value back. During a flush with threads
+// running, every thread the stub stops waits for the ptrace thread, and
+// the syncing membarrier for the thread that runs it; on a machine whose
+// CPUs the program's threads keep busy, at nice 0 each waits for a CPU as
+// long as they do, and those waits made most of the longest stops. A
+// thread of the program is raised only while it runs the injected
+// system call: its own code always runs at its own priority.
+func urgently(tid int) func() {
 	raw, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
 	if err != nil {
 		return func() {}
@@ -912,6 +913,7 @@ func (p *Process) withSyscallThread(f func(t *thread) error) error {
 // none runs code older than the writes made before.
 func (p *Process) syncCores() error {
 	return p.withSyscallThread(func(t *thread) error {
+		defer urgently(t.tid)()
 		if !p.live.registered {
 			if err := p.membarrier(t, membarrierCmdRegisterPrivateExpeditedSyncCore); err != nil {
 				return fmt.Errorf("registering for SYNC_CORE membarriers: %w", err)

@@ -25,7 +25,7 @@ func TestUrgently(t *testing.T) {
 		t.Skipf("cannot lower this thread's nice value (not root?): %v", err)
 	}
 	_ = unix.Setpriority(unix.PRIO_PROCESS, tid, before)
-	restore := (&Process{}).urgently()
+	restore := urgently(tid)
 	if got := nice(); got != urgentNice {
 		t.Errorf("nice %d during the flush, want %d", got, urgentNice)
 	}
