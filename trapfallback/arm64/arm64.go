@@ -8,8 +8,9 @@
 // its own address, followed by a branch back. The copy is single-stepped
 // until the pc leaves it: it has then executed the instruction and
 // branched home, or wherever the instruction branched, so no pc needs
-// mapping back. What a64.Decode refuses (exclusives, whose monitor a
-// single-step clears; svc, brk, MOPS sequences, udf) is refused here too.
+// mapping back. svc is stepped in its slot too (the system call made
+// there). What else a64.Decode refuses (exclusives, whose monitor a
+// single-step clears; brk, MOPS sequences, udf) is refused here too.
 //
 // The package is pure Go and builds for every GOARCH.
 package arm64
@@ -35,6 +36,8 @@ const (
 	nop     = 0xd503201f
 	btiMask = 0xffffff3f // bti, bti c, bti j, bti jc: hint #32, #34, #36, #38
 	bti     = 0xd503241f
+	svcMask = 0xffe0001f // svc #imm16
+	svc     = 0xd4000001
 )
 
 // insn is one analysed instruction.
@@ -54,6 +57,13 @@ func Analyse(addr uint64, code []byte) (displace.Insn, error) {
 	}
 	word := binary.LittleEndian.Uint32(code)
 	in, err := a64.Decode(word, addr)
+	if err != nil && word&svcMask == svc {
+		// Refused for pads (a thread could block in one), but a slot
+		// is never freed, so a trap may step a system call there: a
+		// restart rewinds to the svc in the slot, a signal handler
+		// returns after it, and the branch back follows.
+		in, err = a64.Insn{Word: word, PC: addr, Kind: a64.KindPlain}, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", displace.ErrUnsupported, err)
 	}
