@@ -15,6 +15,9 @@
 #   e2e           cross-compile the Go test packages listed in E2E_PACKAGES
 #                 (a variable near the top of this script) for arm64 on the host and run them in the VM;
 #                 exit status 0 iff all pass.  Last line: "e2e: N passed, M failed".
+#                 Each run has its own bin/arm64-e2e/run-DATE-XXXX/ (logs NAME.log;
+#                 bin/arm64-e2e/latest is the last one).  scripts/test.sh (so CI,
+#                 .ci/run) runs it last, with ARM64_VM_KEEP=0 (ARM64_VM=0 skips it).
 #   suite TEST... run GDB testsuite files (gdb.base/break.exp, gdb.trace, ...) in
 #                 the VM with /work/shared/gdbsuite/run-suite.sh, against the
 #                 VM's gdbserver and against bin/gotpstub-arm64 (built here with
@@ -22,7 +25,11 @@
 #                 that gotpstub does not.  Exit status 0 iff N is 0.
 #
 # The VM is left running after run/e2e/suite/boot so the next command need not
-# boot it again (ARM64_VM_KEEP=0: stop it again if this command booted it).
+# boot it again (ARM64_VM_KEEP=0: stop it again if this command booted it and
+# no other command uses it now).  Each cache directory has its own VM, lock
+# and random ssh port: VMs of two cache directories run side by side.  A VM
+# left by an interrupted boot, or one that no longer answers ssh, is stopped
+# and booted anew by the next command.
 # Messages of this script go to stderr, prefixed "arm64-vm:"; `run` prints
 # none unless it has to build or boot (ARM64_VM_QUIET=1: not even then).
 #
@@ -45,7 +52,15 @@
 #
 # Exit status of the script itself when it cannot do its job: 125 (VM cannot
 # be built, booted or reached), 124 (ARM64_VM_RUN_TIMEOUT expired), 2 (usage).
-# Design, cache layout, host requirements and measured times:
+# Measured here (2 cores, 2026-11-28, another arm64 VM running beside it):
+#   ARM64_VM_CACHE=<empty dir> scripts/arm64-vm.sh build     19 min 20 s
+#     (12 min 50 s on a quiet machine); boot 7-15 s;
+#   ARM64_VM_KEEP=0 scripts/arm64-vm.sh e2e (image cached)   2 min 55 s
+#     (boot 13.5 s; tests: inferior ~2 min, the others 7-15 s each);
+#     5 min 12 s with ./trapfallback/arm64/ and ./e2e/ added (e2e 4 min
+#     12 s; 06:00 UTC, no other VM);
+#   both at once from an empty cache (scripts/test.sh's step) 22 min.
+# Design, cache layout, host requirements and more measured times:
 # scripts/arm64-vm/README.md.
 set -euo pipefail
 
@@ -71,9 +86,12 @@ GUEST_FILES="initramfs-init guest-init guest-build guest-inittab guest-sshd.conf
 # The Go test packages `e2e` cross-compiles and runs in the VM, one test binary
 # each, run in its package directory (the environment's E2E_PACKAGES, e.g.
 # "./jit/ ./inferior/", overrides the default): the arm64 JIT, instruction
-# relocation, process control, register layouts and TLS.  They run with
+# relocation, process control, register layouts, TLS, and the e2e tests
+# that apply on arm64 (gdb against the arm64 stub: debugging and trap
+# tracepoints; e2e/isa_arm64_test.go lists them, the others skip).  Every
+# package runs with GOTPSTUB_STUB set to an arm64 build of the stub.  They run with
 # ARM64_VM_E2E_FLAGS, default -test.short: see "e2e" in scripts/arm64-vm/README.md.
-E2E_PACKAGES="${E2E_PACKAGES:-./jit/ ./fasttp/a64/ ./inferior/ ./tdesc/ ./threaddb/}"
+E2E_PACKAGES="${E2E_PACKAGES:-./jit/ ./fasttp/a64/ ./inferior/ ./tdesc/ ./threaddb/ ./trapfallback/arm64/ ./e2e/}"
 
 # ---------------------------------------------------------------- settings
 CACHE=${ARM64_VM_CACHE:-${HOME:-/root}/.cache/gotpstub-arm64-vm}
@@ -115,6 +133,11 @@ mkdir -p "$CACHE"
 # the long-lived processes it starts, qemu and the ssh master, must not inherit it).
 lock() { exec 8>"$CACHE/.lock"; flock 8; }
 unlock() { flock -u 8; }
+# Every command that uses the VM holds a shared lock on .users (fd 9) until it
+# exits, so that one that booted it with ARM64_VM_KEEP=0 stops it only if no
+# other command (another shell, another engineer) still uses it.
+USING=0
+use_vm() { [ "$USING" = 1 ] && return 0; exec 9>>"$CACHE/.users"; flock -s 9; USING=1; }
 
 # ---------------------------------------------------------------- host tools
 # Debian packages this script needs on the host, by the command they give.
@@ -270,12 +293,12 @@ build_image() {
     log "first boot: debootstrap --second-stage in the VM (TCG; takes a while; console: $work/console.log)"
     : >"$work/console.log"
     qemu_cmd "$work/out" build "file:$work/console.log" "cache=unsafe"
-    timeout -k 10 "$BUILD_TIMEOUT" "${QEMU[@]}" </dev/null >>"$work/build.log" 2>&1 8>&- &
+    timeout -k 10 "$BUILD_TIMEOUT" "${QEMU[@]}" </dev/null >>"$work/build.log" 2>&1 8>&- 9>&- &
     qpid=$!
     # Show the recipe's progress lines while it runs.
     if [ "$QUIET" != 1 ]; then
-        tail -n +1 -F --pid="$qpid" "$work/console.log" 2>/dev/null |
-            sed -un 's/^arm64-vm-build: /arm64-vm:   /p' >&2 &
+        tail -n +1 -F --pid="$qpid" "$work/console.log" 2>/dev/null 8>&- 9>&- |
+            sed -un 's/^arm64-vm-build: /arm64-vm:   /p' >&2 8>&- 9>&- &
     fi
     rc=0; wait "$qpid" || rc=$?
     wait 2>/dev/null || true
@@ -368,7 +391,7 @@ EOF
 # fall back to their own connection if it is gone.
 start_ssh_master() {
     [ ${#VMDIR} -lt 90 ] || return 0      # a unix socket path has ~100 bytes
-    vm_ssh -o ControlMaster=yes -o ControlPersist=no -fN </dev/null >/dev/null 2>&1 8>&- ||
+    vm_ssh -o ControlMaster=yes -o ControlPersist=no -fN </dev/null >/dev/null 2>&1 8>&- 9>&- ||
         log "warning: no ssh master connection (each command will connect by itself)"
 }
 stop_ssh_master() {
@@ -380,17 +403,44 @@ BOOTED_HERE=0
 # Make sure the VM runs (building the image first if needed).
 ensure_vm() {
     local pid
+    use_vm
     if pid=$(vm_pid) && [ -S "$VMDIR/ssh-master" ]; then check_vm "$pid"; return 0; fi
     lock
     if pid=$(vm_pid); then
-        check_vm "$pid"
-        # The master connection is gone (the VM did not answer for a while?)
-        vm_ssh -O check </dev/null >/dev/null 2>&1 || start_ssh_master
-    else
+        if [ ! -f "$VMDIR/checkout" ] || [ ! -f "$VMDIR/ssh_config" ]; then
+            # Boots hold the lock until these files are written, and we hold
+            # it: the command that booted this VM died while booting it.
+            say "a VM whose boot was interrupted runs (pid $pid): stopping it"
+            stop_vm
+        else
+            check_vm "$pid"
+            # The master connection is gone (the VM did not answer for a
+            # while? an earlier command was killed while booting?)
+            if ! vm_ssh -O check </dev/null >/dev/null 2>&1; then
+                if vm_answers; then
+                    start_ssh_master
+                else
+                    say "the running VM (pid $pid) does not answer ssh: stopping it to boot a new one"
+                    stop_vm
+                fi
+            fi
+        fi
+    fi
+    if ! vm_pid >/dev/null; then
         build_image
         boot_vm
     fi
     unlock
+}
+# Does the VM answer ssh (three tries, ~1.5 min at most)?
+vm_answers() {
+    local _
+    for _ in 1 2 3; do
+        timeout -k 5 30 ssh -F "$VMDIR/ssh_config" -o ControlPath=none -o ConnectTimeout=20 "$HOSTALIAS" true \
+            </dev/null >/dev/null 2>&1 8>&- 9>&- && return 0
+        sleep 1
+    done
+    return 1
 }
 check_vm() {
     [ "$(cat "$VMDIR/checkout")" = "$ROOT" ] ||
@@ -415,7 +465,7 @@ boot_vm() {
             -netdev "user,id=net0,hostfwd=tcp:127.0.0.1:$port-:22" \
             -device virtio-net-pci,netdev=net0,romfile= \
             -daemonize -pidfile "$VMDIR/qemu.pid"
-        "${QEMU[@]}" </dev/null >"$VMDIR/qemu.log" 2>&1 8>&- && break
+        "${QEMU[@]}" </dev/null >"$VMDIR/qemu.log" 2>&1 8>&- 9>&- && break
         tries=$((tries + 1))
         if [ $tries -ge 5 ] || ! grep -qi 'forward' "$VMDIR/qemu.log"; then
             die "qemu did not start: $(cat "$VMDIR/qemu.log")"
@@ -460,13 +510,25 @@ stop_vm() {
     rm -f "$VMDIR/qemu.pid"
 }
 
-# With ARM64_VM_KEEP=0, stop a VM this command booted when it exits.
+# With ARM64_VM_KEEP=0, stop a VM this command booted when it exits, unless
+# another command uses it now (it holds .users); remove e2e's test binaries.
 # shellcheck disable=SC2317 # called by the trap
 on_exit() {
-    if [ "$BOOTED_HERE" = 1 ] && [ "$KEEP" = 0 ]; then stop_vm; fi
+    if [ "$BOOTED_HERE" = 1 ] && [ "$KEEP" = 0 ]; then
+        if [ "$USING" = 1 ] && flock -n -x 9; then
+            stop_vm
+        else
+            log "the VM stays up: another command uses it (pid $(vm_pid || echo '?'))"
+        fi
+    fi
+    [ -z "$E2E_OUT" ] || rm -f "$E2E_OUT"/*.test
     return 0
 }
+E2E_OUT=
 trap on_exit EXIT
+# A killed command (timeout, ^C) cleans up too.
+trap 'exit 143' TERM
+trap 'exit 130' INT
 
 # Run the shell command $1 (already quoted for bash) in the VM, in the checkout.
 # Timeout $2 seconds (0: none).  Returns its exit status; 125/124 on VM trouble.
@@ -541,10 +603,22 @@ cmd_run() {
 
 cmd_e2e() {
     local pkg name bin rc out flags t0 passed=0 failed=0 p f secs
-    out=$ROOT/bin/arm64-e2e
+    # A directory of its own for each run (the VM sees it through the
+    # checkout): runs for two cache directories, or two runs on one VM, must
+    # not overwrite each other's test binaries while they run.  The binaries
+    # are removed at exit, the logs stay; bin/arm64-e2e/latest is the last
+    # run started; runs older than a week are removed.
+    mkdir -p "$ROOT/bin/arm64-e2e"
+    find "$ROOT/bin/arm64-e2e" -mindepth 1 -maxdepth 1 -type d -name 'run-*' -mtime +7 -exec rm -rf {} + 2>/dev/null || true
+    out=$(mktemp -d "$ROOT/bin/arm64-e2e/run-$(date +%Y%m%d-%H%M%S)-XXXX")
+    chmod 755 "$out"
+    E2E_OUT=$out
+    ln -sfn "$(basename "$out")" "$ROOT/bin/arm64-e2e/latest"
     flags=${ARM64_VM_E2E_FLAGS:--test.v -test.short -test.timeout=30m}
-    mkdir -p "$out"
     command -v go >/dev/null || die "no go on the host (looked in PATH and /usr/local/go/bin)"
+    log "GOARCH=arm64 go build ./cmd/gotpstub (GOTPSTUB_STUB of the e2e tests)"
+    (cd "$ROOT" && GOARCH=arm64 go build -o "$out/gotpstub" ./cmd/gotpstub) ||
+        die "GOARCH=arm64 go build ./cmd/gotpstub failed"
     for pkg in $E2E_PACKAGES; do
         name=$(echo "${pkg#./}" | sed 's#/$##; s#/#-#g')
         log "GOARCH=arm64 go test -c $pkg"
@@ -557,7 +631,7 @@ cmd_e2e() {
         bin=$out/$name.test
         t0=$(now) rc=0
         # shellcheck disable=SC2086 # flags are words
-        vm_exec "cd $(printf '%q' "${pkg%/}") && $(printf '%q' "$bin") $flags" 0 >"$out/$name.log" 2>&1 || rc=$?
+        vm_exec "cd $(printf '%q' "${pkg%/}") && GOTPSTUB_STUB=$(printf '%q' "$out/gotpstub") $(printf '%q' "$bin") $flags" 0 </dev/null >"$out/$name.log" 2>&1 || rc=$?
         secs=$(since "$t0")
         p=$(grep -c '^--- PASS: ' "$out/$name.log" || true)
         f=$(grep -c '^--- FAIL: ' "$out/$name.log" || true)
