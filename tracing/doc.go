@@ -7,7 +7,7 @@
 // qXfer:traceframe-info:read).
 //
 // How a tracepoint is hit is not this package's business: an Installer
-// (int3 traps in trapfallback, jump pads later) puts tracepoints into the
+// (traps in trapfallback, jump pads in fasttp) puts tracepoints into the
 // inferior and reports every hit with Engine.Hit and every while-stepping
 // step with Engine.Step. Those run on the ptrace thread while the packet
 // goroutine may be in HandlePacket; one mutex guards the engine's state,
@@ -31,6 +31,10 @@
 //     otherwise (division by zero, stack overflow) stops the run with
 //     terror, its text naming the condition or action.
 //   - M actions honour their base register (gdbserver ignores it).
+//   - In a selected frame, memory neither collected nor in a QTro range
+//     reads from the live program where it is code (a Live reader that is
+//     a CodeSpanner): gdb's QTro ranges miss a PIE's code, and aarch64 gdb
+//     cannot unwind a frame whose pc it cannot read.
 //   - Redefining a known location (same number and address) replaces its
 //     definition: gdb re-sends a running experiment's locations when it
 //     re-sets breakpoints after a shared library loads, which gdbserver
