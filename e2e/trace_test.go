@@ -231,7 +231,7 @@ trace traced_function
 actions
 collect n
 while-stepping %d
-collect $pc
+collect $`+reg("rip")+`
 end
 end`, steps), "trace_done", frameLoop(`printf "frame %d tp %d pc %#lx\n", $trace_frame, $tracepoint, $pc`)+`
 print/x (long)&traced_function`)
