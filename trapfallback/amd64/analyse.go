@@ -75,8 +75,7 @@ type displaced struct {
 	kind         stepKind
 	length       int
 	orig         []byte
-	relocated    []byte // copyAndStep: the bytes to run at scratch
-	scratch      uint64
+	relocated    []byte // copyAndStep: the bytes relocate made for its slot
 	indirectCall bool
 	addr         uint64
 	hasPCRel     bool
@@ -217,7 +216,6 @@ func analyse(addr uint64, code []byte) (displaced, error) {
 		}
 	}
 	d.kind = copyAndStep
-	d.relocated = append([]byte(nil), d.orig...)
 	switch inst.PCRel {
 	case 0:
 	case 4:
@@ -242,7 +240,6 @@ func (d *displaced) relocate(scratch uint64) error {
 	if d.kind != copyAndStep {
 		return fmt.Errorf("%w: % x is not copied", displace.ErrUnsupported, d.orig)
 	}
-	d.scratch = scratch
 	d.relocated = append(d.relocated[:0], d.orig...)
 	if d.hasPCRel {
 		old := int64(int32(binary.LittleEndian.Uint32(d.orig[d.pcRelOff:])))
