@@ -253,7 +253,7 @@ func (p *Process) handleEvent(t *thread, event int) {
 		if err == nil {
 			// The kernel gives an auto-attached thread its creator's
 			// ptrace options.
-			nt := &thread{tid: int(msg), resumed: t.resumed, sigstopExpected: true, optionsGen: t.optionsGen, fresh: true}
+			nt := &thread{tid: int(msg), resumed: p.newThreadRuns(t), sigstopExpected: true, optionsGen: t.optionsGen, fresh: true}
 			if p.orphans[nt.tid] {
 				delete(p.orphans, nt.tid)
 				nt.stopped, nt.sigstopExpected = true, false
@@ -284,6 +284,17 @@ func (p *Process) handleEvent(t *thread, event int) {
 	default:
 		p.resumeThread(t)
 	}
+}
+
+// newThreadRuns reports whether a thread that parent just cloned runs at
+// once. It does, as its parent was resumed, except in all-stop mode while
+// gdb single-steps the parent: then it waits for gdb's next resume, as
+// with gdbserver. gdb single-steps a displaced copy of the clone system
+// call, and a child run at once starts in gdb's displaced-step buffer and
+// can reach an abort before the parent's step is reported (gdb bug 19675;
+// gdb.base/step-over-syscall.exp's "single step over clone final pc").
+func (p *Process) newThreadRuns(parent *thread) bool {
+	return parent.resumed && (p.nonStop || !parent.step)
 }
 
 // onExec resets the state an execve destroyed and queues the exec stop.

@@ -1009,6 +1009,54 @@ func TestStepOneThreadOthersStopped(t *testing.T) {
 	}
 }
 
+// TestStepOverCloneHoldsChild: in all-stop mode the thread that a
+// single-stepped clone creates waits for the next resume, whether gdb
+// resumed the other threads with the step or not (as gdbserver does;
+// gdb displaced-steps a clone and the child must not run from gdb's
+// buffer before the step is reported). Then it runs.
+func TestStepOverCloneHoldsChild(t *testing.T) {
+	for _, others := range []bool{false, true} {
+		t.Run(fmt.Sprintf("others=%v", others), func(t *testing.T) {
+			p := launch(t, "clonestep")
+			runToMain(t, p)
+			sc := symbol(t, p, "clone_syscall")
+			if err := p.InsertBreakpoint(SoftwareBreakpoint, sc, 1); err != nil {
+				t.Fatal(err)
+			}
+			resumeAll(t, p)
+			ev := wait(t, p)
+			if ev.Reason != "swbreak" {
+				t.Fatalf("event %+v", ev)
+			}
+			_ = p.RemoveBreakpoint(SoftwareBreakpoint, sc, 1)
+			acts := []Action{{Tid: ev.Tid, Step: true}}
+			if others {
+				acts = append(acts, Action{Tid: -1})
+			}
+			if err := p.Resume(acts); err != nil {
+				t.Fatal(err)
+			}
+			if sev := wait(t, p); sev.Tid != ev.Tid || sev.Signal != int(unix.SIGTRAP) {
+				t.Fatalf("step over clone: %+v", sev)
+			}
+			if n := len(p.Threads()); n != 2 {
+				t.Fatalf("%d threads after the clone, want 2", n)
+			}
+			var ran [4]byte
+			if _, err := p.ReadMemory(symbol(t, p, "clone_child_ran"), ran[:]); err != nil {
+				t.Fatal(err)
+			}
+			if ran != [4]byte{} {
+				t.Error("the new thread ran before the step over its clone was reported")
+			}
+			resumeAll(t, p)
+			if ev := wait(t, p); ev.Kind != Exited || ev.ExitCode != 7 {
+				t.Errorf("end %+v, want exit 7", ev)
+			}
+		})
+	}
+}
+
 func TestExternalKill(t *testing.T) {
 	tests := []struct {
 		name    string

@@ -698,10 +698,15 @@ func (p *Process) Alive(tid int) bool {
 }
 
 // ThreadName returns the thread's name (/proc/PID/task/TID/comm), or "".
+// A clone without CLONE_THREAD (a thread to gdb, a thread group of its
+// own to the kernel) has none, as with gdbserver; a held fork child's is
+// its process's.
 func (p *Process) ThreadName(tid int) string {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/comm", p.pid, tid))
 	if err != nil {
-		// A held fork child is a process of its own.
+		if !p.IsForkChild(tid) {
+			return ""
+		}
 		if b, err = os.ReadFile(fmt.Sprintf("/proc/%d/comm", tid)); err != nil {
 			return ""
 		}

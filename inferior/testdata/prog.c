@@ -220,6 +220,52 @@ static void *sv_worker(void *arg) {
 	return NULL;
 }
 
+/* raw_clone_thread makes a thread with a raw clone system call
+ * (clone_syscall labels it); the thread sets clone_child_ran and exits. */
+volatile int clone_child_ran;
+static char clone_stack[65536] __attribute__((aligned(16)));
+
+__attribute__((noinline)) void raw_clone_thread(void) {
+	long flags = 0x50f00; /* VM|FS|FILES|SIGHAND|THREAD|SYSVSEM */
+	char *sp = clone_stack + sizeof clone_stack;
+#if defined(__x86_64__)
+	register long r10 __asm__("r10") = 0;
+	register long r8 __asm__("r8") = 0;
+	__asm__ volatile("mov $56, %%eax\n"
+			 ".globl clone_syscall\nclone_syscall: syscall\n"
+			 "test %%rax, %%rax\n"
+			 "jnz 1f\n"
+			 "movl $1, clone_child_ran(%%rip)\n"
+			 "mov $60, %%eax\n"
+			 "xor %%edi, %%edi\n"
+			 "syscall\n"
+			 "1:"
+			 : "+D"(flags), "+S"(sp)
+			 : "d"(0), "r"(r10), "r"(r8)
+			 : "rax", "rcx", "r11", "memory");
+#elif defined(__aarch64__)
+	register long x0 __asm__("x0") = flags;
+	register long x1 __asm__("x1") = (long)sp;
+	register long x2 __asm__("x2") = 0;
+	register long x3 __asm__("x3") = 0;
+	register long x4 __asm__("x4") = 0;
+	__asm__ volatile("mov x8, #220\n"
+			 ".globl clone_syscall\nclone_syscall: svc #0\n"
+			 "cbnz x0, 1f\n"
+			 "adrp x9, clone_child_ran\n"
+			 "add x9, x9, :lo12:clone_child_ran\n"
+			 "mov w10, #1\n"
+			 "str w10, [x9]\n"
+			 "mov x0, #0\n"
+			 "mov x8, #93\n"
+			 "svc #0\n"
+			 "1:"
+			 : "+r"(x0), "+r"(x1)
+			 : "r"(x2), "r"(x3), "r"(x4)
+			 : "x8", "x9", "x10", "memory");
+#endif
+}
+
 int main(int argc, char **argv) {
 	const char *mode = argc > 1 ? argv[1] : "exit";
 	if (strcmp(mode, "exit") == 0) {
@@ -267,6 +313,12 @@ int main(int argc, char **argv) {
 			pthread_join(t[i], NULL);
 		}
 		return got_usr1; /* 8 threads x 4 signals = 32 */
+	}
+	if (strcmp(mode, "clonestep") == 0) {
+		raw_clone_thread();
+		while (!clone_child_ran) {
+		}
+		return 7;
 	}
 	if (strcmp(mode, "exitgroup") == 0) {
 		pthread_t t;
