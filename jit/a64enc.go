@@ -31,6 +31,7 @@ const (
 	a64HI a64cond = 8 // unsigned >
 	a64LS a64cond = 9 // unsigned <=
 	a64LT a64cond = 11
+	a64GT a64cond = 12
 	a64LE a64cond = 13
 )
 
@@ -170,3 +171,64 @@ func (a *a64asm) patch(insn, target int) {
 }
 
 func (a *a64asm) here(insn int) { a.patch(insn, a.pos()) }
+
+// Pair loads and stores of X registers: STP/LDP t1, t2, [n, #off]
+// (signed offset, off a multiple of 8 in [-512, 504]) and the
+// post-indexed forms [n], #off (stpPostN, ldpPostN).
+func (a *a64asm) stp(t1, t2, n xreg, off int32) { a.word(pairOp(0xA9000000, t1, t2, n, off, 8)) }
+func (a *a64asm) ldp(t1, t2, n xreg, off int32) { a.word(pairOp(0xA9400000, t1, t2, n, off, 8)) }
+func (a *a64asm) stpPostN(t1, t2, n xreg, off int32) {
+	a.word(pairOp(0xA8800000, t1, t2, n, off, 8))
+}
+func (a *a64asm) ldpPostN(t1, t2, n xreg, off int32) {
+	a.word(pairOp(0xA8C00000, t1, t2, n, off, 8))
+}
+
+// stpQ and ldpQ store and load the 128-bit SIMD registers q(t1), q(t2)
+// at [n, #off] (off a multiple of 16 in [-1024, 1008]).
+func (a *a64asm) stpQ(t1, t2, n xreg, off int32) { a.word(pairOp(0xAD000000, t1, t2, n, off, 16)) }
+func (a *a64asm) ldpQ(t1, t2, n xreg, off int32) { a.word(pairOp(0xAD400000, t1, t2, n, off, 16)) }
+
+// pairOp encodes a load/store pair with a scaled signed 7-bit offset.
+func pairOp(base uint32, t1, t2, n xreg, off, scale int32) uint32 {
+	if off%scale != 0 || off/scale < -64 || off/scale > 63 {
+		panic(fmt.Sprintf("jit: a64 pair offset %d", off))
+	}
+	return base | (uint32(off/scale)&0x7f)<<15 | uint32(t2)<<10 | uint32(n)<<5 | uint32(t1)
+}
+
+// Exclusive and ordered accesses (64-bit unless named 32): the address
+// is [n] with no offset; s receives the store-exclusive status (0: done).
+func (a *a64asm) ldxr(t, n xreg)     { a.word(0xC85F7C00 | uint32(n)<<5 | uint32(t)) }
+func (a *a64asm) ldaxr(t, n xreg)    { a.word(0xC85FFC00 | uint32(n)<<5 | uint32(t)) }
+func (a *a64asm) stxr(s, t, n xreg)  { a.word(0xC8007C00 | uint32(s)<<16 | uint32(n)<<5 | uint32(t)) }
+func (a *a64asm) stlxr(s, t, n xreg) { a.word(0xC800FC00 | uint32(s)<<16 | uint32(n)<<5 | uint32(t)) }
+func (a *a64asm) ldar(t, n xreg)     { a.word(0xC8DFFC00 | uint32(n)<<5 | uint32(t)) }
+func (a *a64asm) stlr(t, n xreg)     { a.word(0xC89FFC00 | uint32(n)<<5 | uint32(t)) }
+func (a *a64asm) stlr32(t, n xreg)   { a.word(0x889FFC00 | uint32(n)<<5 | uint32(t)) }
+
+// Barriers and hints.
+func (a *a64asm) dmbISH() { a.word(0xD5033BBF) }
+func (a *a64asm) clrex()  { a.word(0xD503305F) }
+func (a *a64asm) nop()    { a.word(0xD503201F) }
+
+// a64sysreg is a system register's op0:op1:CRn:CRm:op2 field of MRS/MSR
+// (bits 5-20 of the instruction, op0's high bit implied).
+type a64sysreg uint32
+
+// System registers the jump pads read or write.
+const (
+	sysNZCV     a64sysreg = 3<<16 | 4<<12 | 2<<8 | 0<<5 // op0 3, op1 3, C4, C2, 0
+	sysFPCR     a64sysreg = 3<<16 | 4<<12 | 4<<8 | 0<<5
+	sysFPSR     a64sysreg = 3<<16 | 4<<12 | 4<<8 | 1<<5
+	sysTPIDREL0 a64sysreg = 3<<16 | 13<<12 | 0<<8 | 2<<5
+	sysCNTVCT   a64sysreg = 3<<16 | 14<<12 | 0<<8 | 2<<5
+)
+
+// mrs reads system register r into t; msr writes t to it (op0 = 3).
+func (a *a64asm) mrs(t xreg, r a64sysreg) { a.word(0xD5380000 | uint32(r) | uint32(t)) }
+func (a *a64asm) msr(r a64sysreg, t xreg) { a.word(0xD5180000 | uint32(r) | uint32(t)) }
+
+// lsrImm and lslImm shift by a constant (UBFM aliases), 0 < sh < 64.
+func (a *a64asm) lsrImm(d, n xreg, sh uint32) { a.ubfm(d, n, sh, 63) }
+func (a *a64asm) lslImm(d, n xreg, sh uint32) { a.ubfm(d, n, 64-sh, 63-sh) }

@@ -184,3 +184,88 @@ func TestA64EncodeBranches(t *testing.T) {
 		}
 	}
 }
+
+// TestA64EncodePadForms checks the instructions the jump pads add: pairs
+// of X and Q registers, exclusive and ordered accesses, barriers and the
+// system registers, by decoding them with arm64asm. arm64asm names
+// system registers by their fields (op0, op1, CRn, CRm, op2), which are
+// the Arm ARM's: NZCV S3_3_C4_C2_0, FPCR S3_3_C4_C4_0, FPSR
+// S3_3_C4_C4_1, TPIDR_EL0 S3_3_C13_C0_2, CNTVCT_EL0 S3_3_C14_C0_2.
+func TestA64EncodePadForms(t *testing.T) {
+	for _, tc := range []struct {
+		emit func(a *a64asm)
+		want string
+	}{
+		{func(a *a64asm) { a.stp(0, 1, xsp, 0) }, "stp x0, x1, [sp]"},
+		{func(a *a64asm) { a.stp(28, 29, xsp, 224) }, "stp x28, x29, [sp,#224]"},
+		{func(a *a64asm) { a.stp(3, 4, 20, -512) }, "stp x3, x4, [x20,#-512]"},
+		{func(a *a64asm) { a.stp(xzr, xzr, xsp, 504) }, "stp xzr, xzr, [sp,#504]"},
+		{func(a *a64asm) { a.ldp(16, 17, xsp, 128) }, "ldp x16, x17, [sp,#128]"},
+		{func(a *a64asm) { a.ldp(30, 0, 9, -8) }, "ldp x30, x0, [x9,#-8]"},
+		{func(a *a64asm) { a.stpPostN(3, 4, 1, 16) }, "stp x3, x4, [x1],#16"},
+		{func(a *a64asm) { a.ldpPostN(3, 4, 0, 16) }, "ldp x3, x4, [x0],#16"},
+		{func(a *a64asm) { a.stpQ(0, 1, xsp, 272) }, "stp q0, q1, [sp,#272]"},
+		{func(a *a64asm) { a.stpQ(30, 31, xsp, 1008) }, "stp q30, q31, [sp,#1008]"},
+		{func(a *a64asm) { a.ldpQ(8, 9, 24, -1024) }, "ldp q8, q9, [x24,#-1024]"},
+		{func(a *a64asm) { a.ldpQ(30, 31, xsp, 752) }, "ldp q30, q31, [sp,#752]"},
+		{func(a *a64asm) { a.ldxr(0, 1) }, "ldxr x0, [x1]"},
+		{func(a *a64asm) { a.ldaxr(9, 22) }, "ldaxr x9, [x22]"},
+		{func(a *a64asm) { a.stxr(2, 0, 1) }, "stxr w2, x0, [x1]"},
+		{func(a *a64asm) { a.stlxr(9, 7, 22) }, "stlxr w9, x7, [x22]"},
+		{func(a *a64asm) { a.ldar(8, 10) }, "ldar x8, [x10]"},
+		{func(a *a64asm) { a.stlr(xzr, 19) }, "stlr xzr, [x19]"},
+		{func(a *a64asm) { a.stlr32(0, 20) }, "stlr w0, [x20]"},
+		{func(a *a64asm) { a.ldar(0, xsp) }, "ldar x0, [sp]"},
+		{func(a *a64asm) { a.dmbISH() }, "dmb ish"},
+		{func(a *a64asm) { a.clrex() }, "clrex #0x0"},
+		{func(a *a64asm) { a.nop() }, "nop "},
+		{func(a *a64asm) { a.mrs(0, sysNZCV) }, "mrs x0, s3_3_c4_c2_0"},
+		{func(a *a64asm) { a.msr(sysNZCV, 5) }, "msr s3_3_c4_c2_0, x5"},
+		{func(a *a64asm) { a.mrs(1, sysFPCR) }, "mrs x1, s3_3_c4_c4_0"},
+		{func(a *a64asm) { a.msr(sysFPCR, 1) }, "msr s3_3_c4_c4_0, x1"},
+		{func(a *a64asm) { a.mrs(2, sysFPSR) }, "mrs x2, s3_3_c4_c4_1"},
+		{func(a *a64asm) { a.msr(sysFPSR, 30) }, "msr s3_3_c4_c4_1, x30"},
+		{func(a *a64asm) { a.mrs(5, sysTPIDREL0) }, "mrs x5, s3_3_c13_c0_2"},
+		{func(a *a64asm) { a.mrs(0, sysCNTVCT) }, "mrs x0, s3_3_c14_c0_2"},
+		{func(a *a64asm) { a.lsrImm(2, 5, 12) }, "lsr x2, x5, #12"},
+		{func(a *a64asm) { a.lsrImm(2, 2, 58) }, "lsr x2, x2, #58"},
+		{func(a *a64asm) { a.lslImm(2, 2, 8) }, "lsl x2, x2, #8"},
+	} {
+		checkA64(t, a64emit(tc.emit), strings.Split(tc.want, "; ")...)
+	}
+}
+
+// TestA64EncodePadWords pins the encodings to the words the Arm
+// Architecture Reference Manual's encoding diagrams give (and GNU as
+// emits) for a few instructions whose operands arm64asm's text could hide
+// (the system register fields, the acquire/release bits).
+func TestA64EncodePadWords(t *testing.T) {
+	for _, tc := range []struct {
+		emit func(a *a64asm)
+		want uint32
+	}{
+		{func(a *a64asm) { a.mrs(0, sysNZCV) }, 0xd53b4200},
+		{func(a *a64asm) { a.msr(sysNZCV, 0) }, 0xd51b4200},
+		{func(a *a64asm) { a.mrs(0, sysFPCR) }, 0xd53b4400},
+		{func(a *a64asm) { a.mrs(0, sysFPSR) }, 0xd53b4420},
+		{func(a *a64asm) { a.mrs(0, sysTPIDREL0) }, 0xd53bd040},
+		{func(a *a64asm) { a.mrs(0, sysCNTVCT) }, 0xd53be040},
+		{func(a *a64asm) { a.dmbISH() }, 0xd5033bbf},
+		{func(a *a64asm) { a.clrex() }, 0xd503305f},
+		{func(a *a64asm) { a.nop() }, 0xd503201f},
+		{func(a *a64asm) { a.ldaxr(0, 1) }, 0xc85ffc20},
+		{func(a *a64asm) { a.ldxr(0, 1) }, 0xc85f7c20},
+		{func(a *a64asm) { a.stlxr(2, 0, 1) }, 0xc802fc20},
+		{func(a *a64asm) { a.stxr(2, 0, 1) }, 0xc8027c20},
+		{func(a *a64asm) { a.stlr(0, 1) }, 0xc89ffc20},
+		{func(a *a64asm) { a.stlr32(0, 1) }, 0x889ffc20},
+		{func(a *a64asm) { a.ldar(0, 1) }, 0xc8dffc20},
+		{func(a *a64asm) { a.stp(xfp, xlr, xsp, 16) }, 0xa9017bfd},
+		{func(a *a64asm) { a.stpQ(0, 1, xsp, 32) }, 0xad0107e0},
+	} {
+		code := a64emit(tc.emit)
+		if got := binary.LittleEndian.Uint32(code); got != tc.want {
+			t.Errorf("%v: %#08x, want %#08x", decodeA64(t, code), got, tc.want)
+		}
+	}
+}

@@ -370,6 +370,110 @@
 // at once with a consumer draining the lanes (per-lane order, no torn
 // record, records + dropped = hits). BenchmarkPadHit measures a hit.
 //
+// # Jump pads (arm64)
+//
+// BuildJumpPadA64(PadSpec) generates the AArch64 pad a fast tracepoint's
+// B leads to (pad_a64.go; it generates bytes on any host). It shares the
+// control block, the lanes, the owner table and its hash (LaneSlot), the
+// record header, compact and filler words, the reservation protocol,
+// LaneSpent/LaneBudget, passcounts and stop reasons with the amd64 pads
+// above; only what follows differs.
+//
+// Entry and state. The site's B arrives with every register live (x16
+// and x17 too: the site is an arbitrary instruction, not a call). The
+// pad subtracts 128 + PadRegBlockARM64 bytes from sp (SUB does not touch
+// the flags; Linux has no red zone on arm64, the pad leaves 128 bytes
+// alone anyway, and sp stays 16-aligned, as the thread's must be), stores
+// x16 in its slot and loads CtlActive through x16: 0 restores x16 and sp
+// and branches to TailAddr, nothing else touched. Otherwise it stores
+// x0-x30 (stp) and nzcv (mrs) into the register block at the new sp,
+// which is both the save area and the block the expressions read: slot i
+// = GDB's aarch64 regnum i, x0..x30 (0-30), sp (31: the thread's sp at
+// the tracepoint + SPBias), pc (32: TPAddr), cpsr (33: nzcv as mrs gives
+// it, bits 28-31 as in the kernel's pstate, the rest 0), written only
+// when the record collects registers or an expression reads one (sp and
+// pc; the GPRs and nzcv are always saved). With CollectRegs it also
+// stores q0-q31 (16 bytes each, from PadQRegsARM64) and fpsr, fpcr
+// (PadFPSRARM64, PadFPCRARM64): PadRegBlockARM64 = 34*8 + 32*16 + 16 =
+// 800 bytes. Below the block, 128 bytes hold the ctx and the locals;
+// expression code runs below them. Skip reloads q0-q31, fpsr, fpcr (when
+// saved), nzcv (msr) and x0-x30 from the block, adds the frame back to
+// sp and branches to TailAddr: every register and the flags come back
+// exactly. Neither the pad nor the arm64 backend's code executes a
+// SIMD/FP instruction, so without CollectRegs that state is not saved
+// at all. (SVE state beyond the V registers is not saved; the kernel
+// may discard it at a system call, which expression code makes when it
+// reads memory.)
+//
+// The pad then repeats the active check, checks stubalive & StubTIDMask
+// (0: an exclusive-loop add to stubgone, Skip), and reads the time with
+// mrs cntvct_el0: on arm64 RecTime and the compact records' time bits
+// are the virtual counter, not a TSC (the stub converts with
+// cntfrq_el0). The thread pointer is tpidr_el0 (always readable from
+// EL0, no fault path): it goes to RecThread and picks the lane with the
+// amd64 hash and probing, 0 meaning the shared lane. PadSpec.FSBase and
+// TPLoad are ignored; XSaveSize must be 0; JumpPad.Faults is empty (the
+// arm64 backend ignores FaultLoads).
+//
+// Atomics are exclusive loops (ldxr/stxr for counters: stubgone, hits,
+// errors, dropped, LaneSpent; ldaxr/stlxr for the owner claim, the head
+// and the stop word), so no LSE is needed. A signal handler that runs
+// between the two clears the monitor and the loop retries, so a thread's
+// own lane needs nothing weaker or stronger than the shared one; every
+// lane's LaneSpent is added with the loop. Reservation reads tail with
+// ldar before a plain load of head, computes as on amd64 (h >= tail, so
+// the signed fullness test holds), then ldaxr head, compares it with h
+// (a change: clrex and start over) and stlxr h+need, with no other
+// memory access between the exclusives. The commit is a store-release:
+// stlr of the 32-bit RecSize for a full record, of the whole word for a
+// compact one, so the header, register block and blocks are visible
+// before it (arm64 reorders plain stores). stopTracing sets CtlStop
+// (ldaxr/stlxr from 0) and then clears CtlActive with stlr xzr. The
+// budget check compares LaneBudget with the value the pad's own add
+// produced; past it a plain str clears CtlActive.
+//
+// Cond and Collect code (Compile(e, "arm64", opts), contract below) is
+// copied after the pad body, 16-byte aligned (nop padding) and called
+// with bl; x0 = the register block, x1 = a fresh zeroed ctx at sp (tsvs,
+// ntsvs, pid from the control block, jumplimit PadJumpLimit; for a
+// collection frame = the record's block area, framecap = CollectCap,
+// frameused carried). The pad keeps its state in x19-x25 (control
+// block, record, size/frameused, lane, tracepoint entry, register block,
+// shared-lane flag), which the code preserves. Condition false, passcount,
+// compact records, full lanes, fillers, RecError records, errors++ and
+// StopError are exactly as on amd64. A record is
+// PadRecordSizeARM64(CollectRegs, CollectCap) bytes (RecordSizeARM64);
+// with RecRegs its register block is the 800-byte arm64 one, which a
+// reader must know from the architecture (fasttp's ParseLane still
+// assumes PadRegs*8).
+//
+// Position: the pad depends on its address only through its two B
+// instructions to TailAddr (±128 MB from each; BuildJumpPadA64 and Place
+// fail otherwise) and Skip, so JumpPad.Place moves it; it embeds the
+// control block's and TPAddr's absolute values (movz/movk). Clone works;
+// Retarget returns an error for arm64 pads (no fixup table yet).
+//
+// Stack use (JumpPad.StackBytes): 128 + PadRegBlockARM64 + CtxSize + 32
+// + the deepest expression's Code.StackBytes.
+//
+// Tests (pad_arm64_test.go, under qemu-aarch64): a generated driver,
+// called from Go with callJIT, loads x0-x27, x29, x30, nzcv, q0-q31,
+// fpsr, fpcr and tpidr_el0 with distinct values (x28 keeps Go's g, which
+// the runtime's signal handler reads; sp is a private stack whose bytes
+// are all checked afterwards: nothing within 128 bytes below sp or
+// below StackBytes is written) and branches to the pad, whose TailAddr is
+// the driver's second half, which captures every register. They check
+// exact preservation for pads of every shape and seven flag
+// combinations, a record's header, each register block slot, the q
+// registers, fpsr/fpcr and 'V' blocks, skips (active 0, no stub, false
+// condition), passcounts, a full lane and the filler, condition and
+// collection errors, compact records, owner-table probing, the budget,
+// Place, and that every word of a pad decodes with branches inside it.
+// TestPadA64Threads runs one pad from four threads at once (two owned
+// lanes and the shared one, or all in the shared lane; lanes that fill
+// up or not): hits counted exactly, records + dropped = hits, per-thread
+// order in each lane, no torn record.
+//
 // # arm64
 //
 // ForArch("arm64") compiles for AArch64 with the same ctx, error codes,

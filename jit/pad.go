@@ -235,6 +235,9 @@ type JumpPad struct {
 	// be retargeted. compact: it writes compact records.
 	fixups  []tpFixup
 	compact bool
+	// a64: an arm64 pad (BuildJumpPadA64); tailRels are then the offsets
+	// of its B instructions to the tail.
+	a64 bool
 }
 
 // Place moves the pad to addr, with the relocated instructions it ends by
@@ -244,6 +247,9 @@ type JumpPad struct {
 // placed without being built again. Nothing changes when tail is out of
 // a rel32's reach from addr.
 func (p *JumpPad) Place(addr, tail uint64) error {
+	if p.a64 {
+		return p.placeA64(addr, tail)
+	}
 	rels := make([]int32, len(p.tailRels))
 	for i, off := range p.tailRels {
 		rel := int64(tail) - int64(addr+uint64(off)+4)
