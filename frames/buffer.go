@@ -792,6 +792,21 @@ func (b *Buffer) Frames(fn func(f *Frame) bool) {
 	}
 }
 
+// storedSnapshot returns a copy of every present frame's stored bytes,
+// oldest first (contiguous: 'r' blocks not expanded), each frame's size
+// and time, and the register block size: a copy made in one pass under
+// the lock, for a writer to expand without it (writeGDBFrames).
+func (b *Buffer) storedSnapshot() (raw []byte, sizes []int32, times []int64, regSize int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	sizes, times = make([]int32, b.count), make([]int64, b.count)
+	for i := range sizes {
+		seq := b.headSeq + int64(i)
+		sizes[i], times[i] = int32(b.recSize(seq)), b.rec(seq).time
+	}
+	return b.readRawLocked(0, b.used), sizes, times, b.regSize
+}
+
 // snapshot returns a copy of every present frame's bytes in gdb's layout,
 // oldest first (what qTBuffer serves from offset 0 to GDBUsed()), and
 // their times.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Frames of the collected size: a tracepoint that collects some registers
@@ -112,13 +113,22 @@ func eachRun(body []byte, fn func(off int, data []byte)) error {
 // expandRuns writes an 'r' block's runs (its body after the length) into
 // a zeroed register block of size bytes; bytes beyond size are dropped.
 func expandRuns(runs []byte, size int) []byte {
-	block := make([]byte, size)
+	return appendExpandedRuns(nil, runs, size)
+}
+
+// appendExpandedRuns appends the size-byte register block runs make
+// (zeros outside them) to dst.
+func appendExpandedRuns(dst, runs []byte, size int) []byte {
+	start := len(dst)
+	dst = slices.Grow(dst, size)[:start+size]
+	block := dst[start:]
+	clear(block)
 	_ = eachRun(runs, func(off int, data []byte) {
 		if off < size {
 			copy(block[off:], data)
 		}
 	})
-	return block
+	return dst
 }
 
 // RegisterCollected reports whether the frame's register block holds
@@ -154,7 +164,7 @@ func gdbLayout(dst, raw []byte, regSize int) ([]byte, error) {
 	err := f.walk(func(bl block) bool {
 		if bl.kind == BlockRegisterRuns {
 			dst = append(dst, BlockRegisters)
-			dst = append(dst, expandRuns(bl.body[2:], regSize)...)
+			dst = appendExpandedRuns(dst, bl.body[2:], regSize)
 			return true
 		}
 		dst = append(dst, bl.kind)

@@ -109,10 +109,10 @@ func WriteTFile(w io.Writer, h TFileHeader, b *Buffer) error {
 	if _, err := bw.Write(defs.Bytes()); err != nil {
 		return fmt.Errorf("write tfile definitions: %w", err)
 	}
-	// Copy the frames under the lock, write without it so a slow writer
-	// does not hold up tracepoint hits.
-	raw, times := b.snapshot()
-	if _, err := bw.Write(raw); err != nil {
+	// Copy the stored frames under the lock, expand and write them
+	// without it, so that a slow writer does not hold up tracepoint hits.
+	raw, sizes, times, regSize := b.storedSnapshot()
+	if err := writeGDBFrames(bw, raw, sizes, regSize); err != nil {
 		return fmt.Errorf("write tfile frames: %w", err)
 	}
 	if _, err := bw.Write([]byte{0, 0, 0, 0}); err != nil {
@@ -127,6 +127,46 @@ func WriteTFile(w io.Writer, h TFileHeader, b *Buffer) error {
 		return fmt.Errorf("flush tfile: %w", err)
 	}
 	return nil
+}
+
+// writeGDBFrames writes the stored frames raw (consecutive frames of
+// the given sizes) in gdb's layout, each 'r' block expanded to an 'R'
+// block of regSize bytes, one frame at a time into a reused buffer: a
+// full buffer of such frames can make tens of megabytes, which QTSave
+// must write before gdb's remote timeout.
+func writeGDBFrames(w io.Writer, raw []byte, sizes []int32, regSize int) error {
+	var fb []byte
+	for _, n := range sizes {
+		if int(n) > len(raw) {
+			return fmt.Errorf("frame of %d bytes, %d left", n, len(raw))
+		}
+		frame := raw[:n]
+		raw = raw[n:]
+		out := frame
+		if hasRegisterRuns(frame, regSize) {
+			var err error
+			if fb, err = gdbLayout(fb[:0], frame, regSize); err != nil {
+				return err
+			}
+			out = fb
+		}
+		if _, err := w.Write(out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// hasRegisterRuns reports whether the stored frame raw holds an 'r'
+// block.
+func hasRegisterRuns(raw []byte, regSize int) bool {
+	found := false
+	f := Frame{Raw: raw, RegBlockSize: regSize}
+	_ = f.walk(func(bl block) bool {
+		found = bl.kind == BlockRegisterRuns
+		return !found
+	})
+	return found
 }
 
 // writeTDescLines writes xml as gdb's tfile_write_tdesc: every line

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"gotpstub/prio"
 )
 
 // Patching code while threads run (gdb's non-stop mode), the way the
@@ -389,7 +391,6 @@ func (p *Process) flushLive() error {
 	}
 	p.live.flushing = true
 	defer func() { p.live.flushing = false }()
-	defer urgently(unix.Gettid())()
 	p.live.flushStart, p.live.lastPoll = time.Now(), time.Now()
 	p.live.stats.Flushes++
 	p.live.stats.Patches += len(q)
@@ -443,31 +444,6 @@ func (p *Process) flushLive() error {
 	p.pollLive(0)
 	p.releaseParked()
 	return first
-}
-
-// urgentNice is the ptrace thread's nice value while threads wait for
-// it during a flush.
-const urgentNice = -10
-
-// urgently gives thread tid the CPU weight of nice urgentNice, when the
-// stub is allowed to (root, CAP_SYS_NICE) and the thread has less, and
-// returns what puts its old value back. During a flush with threads
-// running, every thread the stub stops waits for the ptrace thread, and
-// the syncing membarrier for the thread that runs it; on a machine whose
-// CPUs the program's threads keep busy, at nice 0 each waits for a CPU as
-// long as they do, and those waits made most of the longest stops. A
-// thread of the program is raised only while it runs the injected
-// system call: its own code always runs at its own priority.
-func urgently(tid int) func() {
-	raw, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
-	if err != nil {
-		return func() {}
-	}
-	old := 20 - raw // the system call returns 20 - nice
-	if old <= urgentNice || unix.Setpriority(unix.PRIO_PROCESS, tid, urgentNice) != nil {
-		return func() {}
-	}
-	return func() { _ = unix.Setpriority(unix.PRIO_PROCESS, tid, old) }
 }
 
 // firstErr keeps the first error.
@@ -913,7 +889,10 @@ func (p *Process) withSyscallThread(f func(t *thread) error) error {
 // none runs code older than the writes made before.
 func (p *Process) syncCores() error {
 	return p.withSyscallThread(func(t *thread) error {
-		defer urgently(t.tid)()
+		// Every thread stopped meanwhile waits for this one: raised
+		// while it makes the injected call (its own code always runs
+		// at its own priority).
+		defer prio.Raise(t.tid)()
 		if !p.live.registered {
 			if err := p.membarrier(t, membarrierCmdRegisterPrivateExpeditedSyncCore); err != nil {
 				return fmt.Errorf("registering for SYNC_CORE membarriers: %w", err)

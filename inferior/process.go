@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"gotpstub/prio"
 	"gotpstub/tdesc"
 )
 
@@ -84,11 +85,14 @@ type Process struct {
 	// nonStop: gdb's non-stop mode (SetNonStop); paused counts the
 	// Pause calls not yet released (no thread is resumed meanwhile).
 	nonStop bool
-	paused  int
-	sigchld chan os.Signal
-	memFile *os.File
-	swbps   map[uint64]*swBreakpoint
-	patches patchSet // code patches by start address
+	// baseNice is the ptrace thread's nice value before it was raised
+	// (prioUnchanged: it was not), which a launched program gets back.
+	baseNice int
+	paused   int
+	sigchld  chan os.Signal
+	memFile  *os.File
+	swbps    map[uint64]*swBreakpoint
+	patches  patchSet // code patches by start address
 	// Fork events (SetReportForks): children held for gdb, by pid.
 	reportFork, reportVFork bool
 	forks                   map[int]*forkChild
@@ -160,6 +164,9 @@ type waitResult struct {
 	err error
 }
 
+// prioUnchanged says the ptrace thread's priority was left as it was.
+const prioUnchanged = 1 << 10
+
 func newProcess() *Process {
 	p := &Process{
 		reqs:    make(chan func()),
@@ -186,6 +193,13 @@ func (p *Process) loop(started chan struct{}) {
 	// with LaunchOptions.KillOnTracerExit).
 	runtime.LockOSThread()
 	p.tracerTid = unix.Gettid()
+	// gdb's packets and every thread the stub stops wait for this one:
+	// a program keeping the CPUs busy must not starve it (package prio).
+	p.baseNice = prioUnchanged
+	if nice, err := prio.Nice(p.tracerTid); err == nil && nice > prio.UrgentNice {
+		p.baseNice = nice
+		prio.Raise(p.tracerTid)
+	}
 	signal.Notify(p.sigchld, unix.SIGCHLD)
 	close(started)
 	defer func() {
@@ -407,6 +421,12 @@ func (p *Process) launch(o LaunchOptions) error {
 		return fmt.Errorf("launch %s: %w", path, err)
 	}
 	p.pid = pid
+	// The child inherited the ptrace thread's raised priority: the
+	// program runs at the stub's own (it stops at its exec, before any
+	// of its code runs).
+	if p.baseNice != prioUnchanged {
+		_ = unix.Setpriority(unix.PRIO_PROCESS, pid, p.baseNice)
+	}
 	// The exec of a PTRACE_TRACEME child stops with a plain SIGTRAP.
 	if err := p.waitStartupTrap(); err != nil {
 		return err

@@ -20,12 +20,16 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sync"
+
+	"golang.org/x/sys/unix"
 
 	"gotpstub/agentexpr"
 	"gotpstub/fasttp"
 	"gotpstub/hostio"
 	"gotpstub/inferior"
+	"gotpstub/prio"
 	"gotpstub/rsp"
 	"gotpstub/sdt"
 	"gotpstub/tdesc"
@@ -312,6 +316,11 @@ func (s *Server) ExitRequested() bool { return s.exitReq }
 // Serve handles one gdb connection until it closes. It returns nil when
 // the client went away or asked the stub to exit.
 func (s *Server) Serve(rw io.ReadWriteCloser) error {
+	// gdb waits for this goroutine's answers (a packet times out after
+	// 2 s): a program keeping every CPU busy must not starve it.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	defer prio.Raise(unix.Gettid())()
 	s.disp = dispatchState{}
 	s.conn = rsp.NewConnDispatch(rw, s.inlineDispatch)
 	if s.cfg.PacketLog != nil {

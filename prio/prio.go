@@ -1,0 +1,34 @@
+// Package prio raises the scheduling weight of the stub's threads that
+// gdb or a stopped program waits for. A traced program whose threads
+// keep every CPU busy would otherwise get most of the CPU time at the
+// same nice value, and the stub's answers would wait for it: gdb gives
+// up on a packet after its remote timeout (2 s by default), and a thread
+// stopped for a live patch stays stopped as long as the stub waits.
+//
+// Raising needs root or CAP_SYS_NICE; without them nothing changes.
+package prio
+
+import "golang.org/x/sys/unix"
+
+// UrgentNice is the nice value of a raised thread.
+const UrgentNice = -10
+
+// Raise gives thread tid the CPU weight of nice UrgentNice, when the
+// stub may and the thread has less, and returns what puts its old value
+// back (nothing to do when it did not change).
+func Raise(tid int) (restore func()) {
+	old, err := Nice(tid)
+	if err != nil || old <= UrgentNice || unix.Setpriority(unix.PRIO_PROCESS, tid, UrgentNice) != nil {
+		return func() {}
+	}
+	return func() { _ = unix.Setpriority(unix.PRIO_PROCESS, tid, old) }
+}
+
+// Nice returns thread tid's nice value.
+func Nice(tid int) (int, error) {
+	raw, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
+	if err != nil {
+		return 0, err
+	}
+	return 20 - raw, nil // the system call returns 20 - nice
+}

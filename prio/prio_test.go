@@ -1,0 +1,42 @@
+package prio
+
+import (
+	"runtime"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestRaise: Raise gives the thread nice UrgentNice and its restore
+// function puts the old value back; a thread already at UrgentNice or
+// higher is left as it is.
+func TestRaise(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tid := unix.Gettid()
+	nice := func() int {
+		n, err := Nice(tid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := nice()
+	if err := unix.Setpriority(unix.PRIO_PROCESS, tid, UrgentNice); err != nil {
+		t.Skipf("cannot lower this thread's nice value (not root?): %v", err)
+	}
+	_ = unix.Setpriority(unix.PRIO_PROCESS, tid, before)
+	restore := Raise(tid)
+	if got := nice(); got != UrgentNice {
+		t.Errorf("nice %d raised, want %d", got, UrgentNice)
+	}
+	again := Raise(tid) // already raised: no change, nothing to put back
+	again()
+	if got := nice(); got != UrgentNice {
+		t.Errorf("nice %d after a second Raise's restore, want %d", got, UrgentNice)
+	}
+	restore()
+	if got := nice(); got != before {
+		t.Errorf("nice %d after, want %d as before", got, before)
+	}
+}
