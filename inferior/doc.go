@@ -77,9 +77,11 @@
 // threads' statuses collected during a flush are handled after it (a
 // thread stopped by an int3 is never moved meanwhile: its pc is past
 // the int3). LiveStats counts what it did and the longest stop of a
-// thread for it. During a flush the ptrace thread, and the program's
-// thread while it makes the injected membarrier call, run at nice -10
-// when the stub may (urgently): every stopped thread waits for them. An internal trap asked for at the start of a patch
+// thread for it. The ptrace thread always runs at nice -10 when the
+// stub may (package prio; a launched program gets the stub's own
+// priority back), and the program's thread that makes the injected
+// membarrier call does while it makes it: every stopped thread waits for
+// them. An internal trap asked for at the start of a patch
 // while threads run (a tracepoint whose jump becomes a trap) is held
 // back and goes in as the last byte of that patch's removal, so no
 // thread passes between the two. Off, or without SYNC_CORE membarriers
