@@ -417,6 +417,19 @@ func padBufHint(spec PadSpec) int {
 
 // checkPadSpec rejects what the pad cannot encode.
 func checkPadSpec(spec PadSpec) error {
+	if err := checkPadCodes(spec, "amd64", func(c *Code) bool { return len(c.Text) > 0 }); err != nil {
+		return err
+	}
+	if spec.XSaveSize < 0 || spec.XSaveSize%64 != 0 || spec.XSaveSize > 255*64 {
+		return fmt.Errorf("jit: jump pad: XSAVE area of %d bytes", spec.XSaveSize)
+	}
+	return checkPadShared(spec, spec.RecordSize())
+}
+
+// checkPadCodes checks that spec's condition and collection code is
+// relocatable code of arch that the pad can call (fits: the ISA's own
+// conditions).
+func checkPadCodes(spec PadSpec, arch string, fits func(*Code) bool) error {
 	for i, c := range append([]*Code{spec.Cond}, spec.Collect...) {
 		if c == nil {
 			if i > 0 {
@@ -427,48 +440,51 @@ func checkPadSpec(spec PadSpec) error {
 		if c.Fallback != "" {
 			return fmt.Errorf("jit: jump pad: expression %d needs the interpreter: %s", i, c.Fallback)
 		}
-		if c.Arch != "amd64" || len(c.Relocs) != 0 || len(c.Text) == 0 {
-			return fmt.Errorf("jit: jump pad: expression %d is not relocatable amd64 code", i)
+		if c.Arch != arch || len(c.Relocs) != 0 || !fits(c) {
+			return fmt.Errorf("jit: jump pad: expression %d is not relocatable %s code", i, arch)
 		}
 	}
-	if spec.Lanes < 1 || spec.Lanes > MaxLanes || spec.Lanes&(spec.Lanes-1) != 0 {
+	return nil
+}
+
+// checkPadShared checks what every ISA's pad requires of spec, whose
+// records take recordSize bytes.
+func checkPadShared(spec PadSpec, recordSize uint64) error {
+	switch {
+	case spec.Lanes < 1 || spec.Lanes > MaxLanes || spec.Lanes&(spec.Lanes-1) != 0:
 		return fmt.Errorf("jit: jump pad: %d lanes (want a power of two up to %d)", spec.Lanes, MaxLanes)
-	}
-	if uint64(CtlTPs)+uint64(spec.TPIndex)*CtlTPSize > math.MaxInt32 {
+	case uint64(CtlTPs)+uint64(spec.TPIndex)*CtlTPSize > math.MaxInt32:
 		return fmt.Errorf("jit: jump pad: tracepoint index %d too large", spec.TPIndex)
-	}
-	if spec.XSaveSize < 0 || spec.XSaveSize%64 != 0 || spec.XSaveSize > 255*64 {
-		return fmt.Errorf("jit: jump pad: XSAVE area of %d bytes", spec.XSaveSize)
-	}
-	if spec.RecordSize() > math.MaxInt32 {
+	case recordSize > math.MaxInt32:
 		return fmt.Errorf("jit: jump pad: collection capacity %d too large", spec.CollectCap)
-	}
-	if spec.Compact && (spec.CollectRegs || len(spec.Collect) > 0 || spec.TPIndex > RecCompactMaxTP) {
+	case spec.Compact && (spec.CollectRegs || len(spec.Collect) > 0 || spec.TPIndex > RecCompactMaxTP):
 		return fmt.Errorf("jit: jump pad: compact records for tracepoint %d, which collects", spec.TPIndex)
-	}
-	if spec.Uncounted < 0 || spec.Uncounted > len(spec.Collect) {
+	case spec.Uncounted < 0 || spec.Uncounted > len(spec.Collect):
 		return fmt.Errorf("jit: jump pad: %d uncounted of %d collections", spec.Uncounted, len(spec.Collect))
-	}
-	if spec.FrameBase > math.MaxInt32/2 {
+	case spec.FrameBase > math.MaxInt32/2:
 		return fmt.Errorf("jit: jump pad: frame base %d too large", spec.FrameBase)
 	}
 	return nil
 }
 
-// needsBlock reports whether anything reads the register block: the
-// record (CollectRegs) or an expression that reads registers. Without
-// that the pad reserves its space but does not fill it.
-func (b *padBuilder) needsBlock() bool {
-	if b.spec.CollectRegs {
+// readsRegisters reports whether anything reads a pad's register block:
+// the record (CollectRegs) or an expression that reads registers.
+func (spec PadSpec) readsRegisters() bool {
+	if spec.CollectRegs {
 		return true
 	}
-	for _, c := range append([]*Code{b.spec.Cond}, b.spec.Collect...) {
+	for _, c := range append([]*Code{spec.Cond}, spec.Collect...) {
 		if c != nil && len(c.RegsRead) > 0 {
 			return true
 		}
 	}
 	return false
 }
+
+// needsBlock reports whether anything reads the register block
+// (readsRegisters). Without that the pad reserves its space but does not
+// fill it.
+func (b *padBuilder) needsBlock() bool { return b.spec.readsRegisters() }
 
 // fastExit leaves at once, before saving anything else, when collection
 // is off (after tstop or a stop by the engine the jumps may stay until the

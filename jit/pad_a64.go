@@ -3,7 +3,6 @@ package jit
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
 	"math/bits"
 )
 
@@ -134,53 +133,20 @@ func (p *JumpPad) placeA64(addr, tail uint64) error {
 
 // checkPadSpecA64 rejects what the arm64 pad cannot encode.
 func checkPadSpecA64(spec PadSpec) error {
-	for i, c := range append([]*Code{spec.Cond}, spec.Collect...) {
-		if c == nil {
-			if i > 0 {
-				return fmt.Errorf("jit: jump pad: collect %d is nil", i-1)
-			}
-			continue
-		}
-		if c.Fallback != "" {
-			return fmt.Errorf("jit: jump pad: expression %d needs the interpreter: %s", i, c.Fallback)
-		}
-		if c.Arch != "arm64" || len(c.Relocs) != 0 || len(c.Faults) != 0 || len(c.Text) == 0 || len(c.Text)%4 != 0 {
-			return fmt.Errorf("jit: jump pad: expression %d is not relocatable arm64 code", i)
-		}
+	fits := func(c *Code) bool { return len(c.Faults) == 0 && len(c.Text) > 0 && len(c.Text)%4 == 0 }
+	if err := checkPadCodes(spec, "arm64", fits); err != nil {
+		return err
 	}
-	switch {
-	case spec.Lanes < 1 || spec.Lanes > MaxLanes || spec.Lanes&(spec.Lanes-1) != 0:
-		return fmt.Errorf("jit: jump pad: %d lanes (want a power of two up to %d)", spec.Lanes, MaxLanes)
-	case uint64(CtlTPs)+uint64(spec.TPIndex)*CtlTPSize > math.MaxInt32:
-		return fmt.Errorf("jit: jump pad: tracepoint index %d too large", spec.TPIndex)
-	case spec.XSaveSize != 0:
+	if spec.XSaveSize != 0 {
 		return fmt.Errorf("jit: jump pad: XSAVE area on arm64")
-	case spec.RecordSizeARM64() > math.MaxInt32:
-		return fmt.Errorf("jit: jump pad: collection capacity %d too large", spec.CollectCap)
-	case spec.Compact && (spec.CollectRegs || len(spec.Collect) > 0 || spec.TPIndex > RecCompactMaxTP):
-		return fmt.Errorf("jit: jump pad: compact records for tracepoint %d, which collects", spec.TPIndex)
-	case spec.Uncounted < 0 || spec.Uncounted > len(spec.Collect):
-		return fmt.Errorf("jit: jump pad: %d uncounted of %d collections", spec.Uncounted, len(spec.Collect))
-	case spec.FrameBase > math.MaxInt32/2:
-		return fmt.Errorf("jit: jump pad: frame base %d too large", spec.FrameBase)
 	}
-	return nil
+	return checkPadShared(spec, spec.RecordSizeARM64())
 }
 
 // needsBlock reports whether anything reads the register block's sp and
 // pc slots: the record (CollectRegs) or an expression that reads
 // registers. The GPRs and nzcv are saved there in any case.
-func (b *a64PadBuilder) needsBlock() bool {
-	if b.spec.CollectRegs {
-		return true
-	}
-	for _, c := range append([]*Code{b.spec.Cond}, b.spec.Collect...) {
-		if c != nil && len(c.RegsRead) > 0 {
-			return true
-		}
-	}
-	return false
-}
+func (b *a64PadBuilder) needsBlock() bool { return b.spec.readsRegisters() }
 
 // fastExit moves sp below the red zone and the save area (SUB leaves the
 // flags alone), checks CtlActive with x16 and, when it is 0, restores x16
