@@ -173,14 +173,9 @@
 // (inferior.Process.Pause) while the installer changes code and moves
 // paused threads out of pads first (Stabilize). With --live-patch
 // (experimental) it does not: the jumps go in and out with the threads running
-// (inferior's text_poke_bp-style protocol), threads stopped inside a
-// new jump's covered bytes are moved by the same function as in a pause,
-// and running ones are checked with it, each stopped a moment
-// (RelocatePCsLive), only where a covered head is not an int3 pun: a
-// pun's internal trap goes in with the jump, its int3 among the first
-// bytes the protocol writes, so a running thread meets it before
-// anything else changes (only jumps over more than one instruction can
-// have a thread inside them),
+// (inferior's text_poke_bp-style protocol), threads inside a new jump's
+// covered bytes are moved by the same function as in a pause, given to
+// RelocatePCsLive (only jumps over more than one instruction need it),
 // Install outside a Batch makes one, and the memory of a jump taken out
 // with threads running is quarantined: it becomes spare only when every
 // thread, each stopped a moment (inferior.Process.AllPCs), is outside

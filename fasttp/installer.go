@@ -417,27 +417,15 @@ func (in *Installer) endBatch() {
 // place, Site.Lead: such a thread ran the push before the jump was
 // there) to the relocated copies of the instructions they were at.
 //
-// With threads running (non-stop) and a jump whose covered heads are not
-// all int3 puns, the running ones are checked while the jumps go in
-// (inferior.Process.RelocatePCsLive: each stopped a moment). Where every
-// covered head is a pun (headsTrapped) none is stopped: the puns'
-// internal traps go in with the jump, each head's int3 among the first
-// bytes the live protocol writes, so a running thread meets one before
-// any other byte changes and its hook sends it to the relocated copy.
-// Only jumps over more than one instruction can have a thread inside
-// their bytes.
+// With threads running (non-stop) the running ones are checked while
+// the jumps go in (inferior.Process.RelocatePCsLive): only jumps over
+// more than one instruction can have a thread inside their bytes.
 func (in *Installer) moveThreadsOut(sites []*jumpSite) error {
 	sites = slices.DeleteFunc(slices.Clone(sites), func(s *jumpSite) bool { return !s.coversSeveral() })
 	if len(sites) == 0 {
 		return nil
 	}
-	relocate := in.proc.RelocateStoppedPCs
-	for _, s := range sites {
-		if !s.headsTrapped() {
-			relocate = in.proc.RelocatePCsLive
-		}
-	}
-	err := relocate(func(_ int, pc uint64) (uint64, bool) {
+	err := in.proc.RelocatePCsLive(func(_ int, pc uint64) (uint64, bool) {
 		for _, s := range sites {
 			if pc > s.site.Start() && pc < s.site.Resume() {
 				to, ok := s.heads[pc]
@@ -461,22 +449,6 @@ func (s *jumpSite) coversSeveral() bool {
 		}
 	}
 	return false
-}
-
-// headsTrapped reports whether every covered instruction head inside
-// s's jump is an int3 pun (Site.Puns). A thread at the jump's own first
-// byte after a push left in place (Site.Lead) is not: it would go to the
-// pad, though it ran the push before the jump was there.
-func (s *jumpSite) headsTrapped() bool {
-	for h := range s.heads {
-		if h <= s.site.Start() || h >= s.site.Resume() {
-			continue
-		}
-		if h <= s.site.Addr || !slices.Contains(s.site.Puns, int(h-s.site.Addr)) {
-			return false
-		}
-	}
-	return true
 }
 
 // SetRingSize sets the size of each lane (a power of two between

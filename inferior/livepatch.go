@@ -289,20 +289,6 @@ func (p *Process) RelocatePCsLive(f func(tid int, pc uint64) (uint64, bool)) err
 	})
 }
 
-// RelocateStoppedPCs offers the stopped threads' pcs to f and moves
-// those it maps, leaving the running threads alone. It is for a caller
-// whose patched bytes no running thread can execute unseen: each
-// instruction head inside them holds an int3 of its own, queued with the
-// patch, which the flush writes before anything else changes.
-func (p *Process) RelocateStoppedPCs(f func(tid int, pc uint64) (uint64, bool)) error {
-	return p.do(func() error {
-		if p.exitEvent != nil {
-			return ErrExited
-		}
-		return p.relocateStopped(f)
-	})
-}
-
 // ThreadsRunning reports whether some thread of the process may be
 // executing.
 func (p *Process) ThreadsRunning() bool {
