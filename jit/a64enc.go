@@ -28,6 +28,7 @@ const (
 	a64NE a64cond = 1
 	a64HS a64cond = 2 // unsigned >=
 	a64LO a64cond = 3 // unsigned <
+	a64GE a64cond = 10
 	a64HI a64cond = 8 // unsigned >
 	a64LS a64cond = 9 // unsigned <=
 	a64LT a64cond = 11

@@ -56,9 +56,6 @@ func (arm64Backend) Compile(e *agentexpr.Expr, opts Options) (*Code, error) {
 	if fallback != "" {
 		return &Code{Arch: "arm64", Fallback: fallback}, nil
 	}
-	if opts.ZeroUnreadable {
-		return &Code{Arch: "arm64", Fallback: "ZeroUnreadable not implemented on arm64"}, nil
-	}
 	g := &a64gen{e: e, f: f, opts: opts, labels: make([]int, len(e.Insns)),
 		errFix: map[int][]int{}, callFix: map[string][]int{}}
 	g.slots = uint32(f.maxDepth+1) &^ 1 // even: keeps scratch 16-aligned
@@ -401,167 +398,322 @@ func (g *a64gen) insn(i int, in agentexpr.Insn, d int) error {
 	return nil
 }
 
-// appendBlockHeader checks room for an 'M' block of x9 bytes at x21 and
-// writes its header; leaves the data address in x1. Fails with
-// onFull (a branch to patch) when it does not fit.
-func (g *a64gen) appendBlockHeader() (full int) {
+// helper emits one out-of-line subroutine (entered with BL).
+func (g *a64gen) helper(name string) {
+	switch name {
+	case "ref1", "ref2", "ref4", "ref8":
+		g.refHelper(int(name[3] - '0'))
+	case "collect":
+		if g.opts.ZeroUnreadable {
+			g.collectReadable()
+		} else {
+			g.collectHelper()
+		}
+	case "collectStr":
+		g.collectStrHelper()
+	case "readmem":
+		g.readmemHelper()
+	}
+}
+
+// refHelper emits the ref helper of size bytes. In: x0 = address. Out: x0
+// = the zero-extended value.
+func (g *a64gen) refHelper(size int) {
+	a := &g.a
+	a.mov(aLink1, xlr)
+	if g.opts.DirectLoads {
+		a.ldr(9, aCtx, CtxDirectLo, 8)
+		a.cmp(aTop, 9)
+		slow1 := a.bcond(a64LO)
+		a.addImm(10, aTop, uint32(size))
+		a.cmp(10, aTop)
+		slow2 := a.bcond(a64LO)
+		a.ldr(9, aCtx, CtxDirectHi, 8)
+		a.cmp(10, 9)
+		slow3 := a.bcond(a64HI)
+		a.ldr(aTop, aTop, 0, size)
+		a.retReg(aLink1)
+		a.here(slow1)
+		a.here(slow2)
+		a.here(slow3)
+	}
+	a.mov(2, aTop)
+	a.addImm(1, xsp, g.val)
+	a.movImm(3, uint64(size))
+	g.call("readmem")
+	if g.opts.ZeroUnreadable {
+		g.keepReadable(size)
+		return
+	}
+	a.cmpImm(aTop, uint32(size))
+	g.errIf(a64NE, ErrMemory)
+	a.ldr(aTop, xsp, g.val, size)
+	a.retReg(aLink1)
+}
+
+// keepReadable ends the ref helper under ZeroUnreadable: x0 = bytes read
+// (or -errno) of size requested into the value slot; returns the value
+// with the bytes past the readable prefix zeroed.
+func (g *a64gen) keepReadable(size int) {
+	a := &g.a
+	a.mov(9, aTop)
+	a.ldr(aTop, xsp, g.val, size)
+	a.cmpImm(9, uint32(size))
+	whole := a.bcond(a64GE)
+	a.cmpImm(9, 0)
+	none := a.bcond(a64LE)
+	a.lslImm(9, 9, 3) // 8 <= bits < 64
+	a.movImm(10, 1)
+	a.lslv(10, 10, 9)
+	a.subImm(10, 10, 1)
+	a.and(aTop, aTop, 10)
+	a.retReg(aLink1)
+	a.here(none)
+	a.movImm(aTop, 0)
+	a.here(whole)
+	a.retReg(aLink1)
+}
+
+// chunk sets x9 = min(aLen, 65535) and stores it in save1.
+func (g *a64gen) chunk() {
+	a := &g.a
+	a.movImm(9, 65535)
+	a.cmp(aLen, 9)
+	a.csel(9, aLen, 9, a64LO)
+	a.str(9, xsp, g.save1)
+}
+
+// addFrameUsed adds an 'M' block of x9 data bytes to frameused.
+func (g *a64gen) addFrameUsed() {
+	a := &g.a
+	a.ldr(10, aCtx, CtxFrameUsed, 8)
+	a.add(10, 10, 9)
+	a.addImm(10, 10, 11)
+	a.str(10, aCtx, CtxFrameUsed)
+}
+
+// collectHelper emits "collect": x21 = address, x22 = length; appends 'M'
+// blocks of at most 65535 bytes. A block that does not fit fails with
+// ErrCollect if unreadable (the interpreter reads before it records),
+// else ErrFrameFull.
+func (g *a64gen) collectHelper() {
+	a := &g.a
+	a.mov(aLink1, xlr)
+	loop := a.pos()
+	done := a.cbz(aLen)
+	g.chunk()
+	full := g.appendBlockHeader()
+	a.mov(2, aAddr)
+	a.mov(3, 9)
+	g.call("readmem")
+	a.ldr(9, xsp, g.save1, 8)
+	a.cmp(aTop, 9)
+	g.errIf(a64NE, ErrCollect)
+	g.addFrameUsed()
+	a.add(aAddr, aAddr, 9)
+	a.sub(aLen, aLen, 9)
+	a.patch(a.b(), loop)
+	a.here(done)
+	a.retReg(aLink1)
+	a.here(full)
+	g.probe()
+	a.ldr(9, xsp, g.save1, 8)
+	a.ldr(10, xsp, g.save2, 8)
+	a.cmp(9, 10)
+	g.errIf(a64NE, ErrCollect)
+	g.errFix[ErrFrameFull] = append(g.errFix[ErrFrameFull], a.b())
+}
+
+// probe counts the readable prefix of the chunk at x21 (length in save1)
+// into save2, reading at most 8 bytes at a time into the value slot.
+func (g *a64gen) probe() {
+	a := &g.a
+	a.str(xzr, xsp, g.save2)
+	loop := a.pos()
+	a.ldr(9, xsp, g.save1, 8)
+	a.ldr(10, xsp, g.save2, 8)
+	a.sub(9, 9, 10)
+	end := a.cbz(9)
+	a.movImm(3, 8)
+	a.cmp(9, 3)
+	a.csel(3, 9, 3, a64LO)
+	a.add(2, aAddr, 10)
+	a.addImm(1, xsp, g.val)
+	g.call("readmem")
+	a.cmpImm(aTop, 0)
+	bad := a.bcond(a64LE) // nothing read, or -errno
+	a.ldr(10, xsp, g.save2, 8)
+	a.add(10, 10, aTop)
+	a.str(10, xsp, g.save2)
+	a.patch(a.b(), loop)
+	a.here(end)
+	a.here(bad)
+}
+
+// collectReadable emits "collect" under ZeroUnreadable: x21 = address,
+// x22 = length. Appends 'M' blocks of at most 65535 bytes holding the
+// readable prefix of the range and stops at the first unreadable byte; a
+// readable block that does not fit fails with ErrFrameFull.
+func (g *a64gen) collectReadable() {
+	a := &g.a
+	a.mov(aLink1, xlr)
+	loop := a.pos()
+	done := []int{a.cbz(aLen)}
+	g.chunk()
+	notFit := g.fits()
+	// Read the chunk (length in save1) straight into the frame.
+	read := a.pos()
+	a.ldr(3, xsp, g.save1, 8)
+	a.ldr(10, aCtx, CtxFrameUsed, 8)
+	a.ldr(12, aCtx, CtxFrameBuf, 8)
+	a.add(1, 12, 10)
+	a.addImm(1, 1, 11)
+	a.mov(2, aAddr)
+	g.call("readmem")
+	a.cmpImm(aTop, 0)
+	done = append(done, a.bcond(a64LE)) // nothing readable: stop
+	a.mov(9, aTop)
+	g.blockHeader()
+	g.addFrameUsed()
+	a.add(aAddr, aAddr, 9)
+	a.sub(aLen, aLen, 9)
+	a.ldr(10, xsp, g.save1, 8)
+	a.cmp(9, 10)
+	done = append(done, a.bcond(a64LO)) // short read: stop
+	a.patch(a.b(), loop)
+	// The chunk does not fit: record its readable prefix if that fits.
+	a.here(notFit)
+	g.probe()
+	a.ldr(9, xsp, g.save2, 8)
+	done = append(done, a.cbz(9))
+	g.errFix[ErrFrameFull] = append(g.errFix[ErrFrameFull], g.fits())
+	a.str(9, xsp, g.save1)
+	a.mov(aLen, 9) // the prefix is the last block
+	a.patch(a.b(), read)
+	for _, d := range done {
+		a.here(d)
+	}
+	a.retReg(aLink1)
+}
+
+// fits compares frameused + 11 + x9 with framecap and returns the branch,
+// to patch, taken when the block does not fit.
+func (g *a64gen) fits() int {
 	a := &g.a
 	a.ldr(10, aCtx, CtxFrameUsed, 8)
 	a.add(11, 10, 9)
 	a.addImm(11, 11, 11)
 	a.ldr(12, aCtx, CtxFrameCap, 8)
 	a.cmp(11, 12)
-	full = a.bcond(a64HI)
+	return a.bcond(a64HI)
+}
+
+// blockHeader writes the header of an 'M' block of x9 bytes at x21 at
+// frame + frameused (x10, x12, x13 scratch); frameused is not changed.
+func (g *a64gen) blockHeader() {
+	a := &g.a
+	a.ldr(10, aCtx, CtxFrameUsed, 8)
 	a.ldr(12, aCtx, CtxFrameBuf, 8)
 	a.add(10, 12, 10)
-	a.movImm(12, BlockMemory)
-	a.stur(12, 10, 0, 1)
+	a.movImm(13, BlockMemory)
+	a.stur(13, 10, 0, 1)
 	a.stur(aAddr, 10, 1, 8)
 	a.stur(9, 10, 9, 2)
-	a.addImm(1, 10, 11)
+}
+
+// collectStrHelper emits "collectStr" (tracenz): x21 = address, x22 =
+// limit. Reads byte by byte (like gdbserver) up to and including the
+// first NUL; one 'M' block per 65535 bytes. Under ZeroUnreadable the
+// first unreadable byte ends the string, unrecorded; otherwise it fails
+// with ErrMemory.
+func (g *a64gen) collectStrHelper() {
+	a := &g.a
+	a.mov(aLink1, xlr)
+	loop := a.pos()
+	done := a.cbz(aLen)
+	g.chunk() // chunk limit
+	a.str(xzr, xsp, g.save2)
+	inner := a.pos()
+	a.ldr(10, xsp, g.save2, 8)
+	a.add(2, aAddr, 10)
+	a.addImm(1, xsp, g.val)
+	a.movImm(3, 1)
+	g.call("readmem")
+	a.cmpImm(aTop, 1)
+	unreadable := -1
+	if g.opts.ZeroUnreadable {
+		unreadable = a.bcond(a64NE)
+	} else {
+		g.errIf(a64NE, ErrMemory)
+	}
+	a.ldr(9, xsp, g.save2, 8)
+	a.addImm(9, 9, 1)
+	a.str(9, xsp, g.save2)
+	a.ldr(10, xsp, g.val, 1)
+	gotNul := a.cbz(10)
+	a.ldr(10, xsp, g.save1, 8)
+	a.cmp(9, 10)
+	a.patch(a.bcond(a64LO), inner)
+	a.here(gotNul)
+	record := a.pos()
+	fullAt := g.appendBlockHeader() // x9 = block length
+	a.mov(2, aAddr)
+	a.mov(3, 9)
+	g.call("readmem") // the bytes were readable a moment ago
+	a.ldr(9, xsp, g.save2, 8)
+	g.addFrameUsed()
+	a.add(aAddr, aAddr, 9)
+	a.sub(aLen, aLen, 9)
+	a.ldr(10, xsp, g.val, 1) // stop after a NUL: the block's last byte
+	a.patch(a.cbnz(10), loop)
+	a.here(done)
+	ret := a.pos()
+	a.retReg(aLink1)
+	g.errFix[ErrFrameFull] = append(g.errFix[ErrFrameFull], fullAt)
+	if unreadable >= 0 {
+		// The unreadable byte is the terminator: record the bytes
+		// before it (if any) and stop.
+		a.here(unreadable)
+		a.str(xzr, xsp, g.val)
+		a.ldr(9, xsp, g.save2, 8)
+		a.patch(a.cbz(9), ret)
+		a.patch(a.b(), record)
+	}
+}
+
+// appendBlockHeader checks room for an 'M' block of x9 bytes at x21 and
+// writes its header; leaves the data address in x1. Returns the branch,
+// to patch, taken when it does not fit.
+func (g *a64gen) appendBlockHeader() (full int) {
+	full = g.fits()
+	g.blockHeader()
+	g.a.addImm(1, 10, 11)
 	return full
 }
 
-func (g *a64gen) helper(name string) {
+// readmemHelper emits "readmem". In: x1 = destination, x2 = source, x3 =
+// length. Out: x0 = bytes read (a short count when the range becomes
+// unreadable) or -errno, from process_vm_readv or the ctx hook.
+func (g *a64gen) readmemHelper() {
 	a := &g.a
-	switch name {
-	case "ref1", "ref2", "ref4", "ref8":
-		size := int(name[3] - '0')
-		a.mov(aLink1, xlr)
-		if g.opts.DirectLoads {
-			a.ldr(9, aCtx, CtxDirectLo, 8)
-			a.cmp(aTop, 9)
-			slow1 := a.bcond(a64LO)
-			a.addImm(10, aTop, uint32(size))
-			a.cmp(10, aTop)
-			slow2 := a.bcond(a64LO)
-			a.ldr(9, aCtx, CtxDirectHi, 8)
-			a.cmp(10, 9)
-			slow3 := a.bcond(a64HI)
-			a.ldr(aTop, aTop, 0, size)
-			a.retReg(aLink1)
-			a.here(slow1)
-			a.here(slow2)
-			a.here(slow3)
-		}
-		a.mov(2, aTop)
-		a.addImm(1, xsp, g.val)
-		a.movImm(3, uint64(size))
-		g.call("readmem")
-		a.cmpImm(aTop, uint32(size))
-		g.errIf(a64NE, ErrMemory)
-		a.ldr(aTop, xsp, g.val, size)
-		a.retReg(aLink1)
-	case "collect":
-		a.mov(aLink1, xlr)
-		loop := a.pos()
-		done := a.cbz(aLen)
-		a.movImm(9, 65535)
-		a.cmp(aLen, 9)
-		a.csel(9, aLen, 9, a64LO)
-		a.str(9, xsp, g.save1)
-		full := g.appendBlockHeader()
-		a.mov(2, aAddr)
-		a.mov(3, 9)
-		g.call("readmem")
-		a.ldr(9, xsp, g.save1, 8)
-		a.cmp(aTop, 9)
-		g.errIf(a64NE, ErrCollect)
-		a.ldr(10, aCtx, CtxFrameUsed, 8)
-		a.add(10, 10, 9)
-		a.addImm(10, 10, 11)
-		a.str(10, aCtx, CtxFrameUsed)
-		a.add(aAddr, aAddr, 9)
-		a.sub(aLen, aLen, 9)
-		a.patch(a.b(), loop)
-		a.here(done)
-		a.retReg(aLink1)
-		// No room: unreadable memory takes precedence (the interpreter
-		// reads before it records). Probe 8 bytes at a time.
-		a.here(full)
-		a.str(xzr, xsp, g.save2)
-		probe := a.pos()
-		a.ldr(9, xsp, g.save1, 8)
-		a.ldr(10, xsp, g.save2, 8)
-		a.sub(9, 9, 10)
-		isFull := a.cbz(9)
-		a.movImm(3, 8)
-		a.cmp(9, 3)
-		a.csel(3, 9, 3, a64LO)
-		a.add(2, aAddr, 10)
-		a.addImm(1, xsp, g.val)
-		g.call("readmem")
-		a.cmpImm(aTop, 0)
-		g.errIf(a64LE, ErrCollect) // nothing read, or -errno
-		a.ldr(10, xsp, g.save2, 8)
-		a.add(10, 10, aTop)
-		a.str(10, xsp, g.save2)
-		a.patch(a.b(), probe)
-		a.here(isFull)
-		g.errFix[ErrFrameFull] = append(g.errFix[ErrFrameFull], a.b())
-	case "collectStr":
-		a.mov(aLink1, xlr)
-		loop := a.pos()
-		done := a.cbz(aLen)
-		a.movImm(9, 65535)
-		a.cmp(aLen, 9)
-		a.csel(9, aLen, 9, a64LO)
-		a.str(9, xsp, g.save1) // chunk limit
-		a.str(xzr, xsp, g.save2)
-		inner := a.pos()
-		a.ldr(10, xsp, g.save2, 8)
-		a.add(2, aAddr, 10)
-		a.addImm(1, xsp, g.val)
-		a.movImm(3, 1)
-		g.call("readmem")
-		a.cmpImm(aTop, 1)
-		g.errIf(a64NE, ErrMemory)
-		a.ldr(9, xsp, g.save2, 8)
-		a.addImm(9, 9, 1)
-		a.str(9, xsp, g.save2)
-		a.ldr(10, xsp, g.val, 1)
-		gotNul := a.cbz(10)
-		a.ldr(10, xsp, g.save1, 8)
-		a.cmp(9, 10)
-		a.patch(a.bcond(a64LO), inner)
-		a.here(gotNul)
-		fullAt := g.appendBlockHeader() // x9 = block length
-		a.mov(2, aAddr)
-		a.mov(3, 9)
-		g.call("readmem")
-		a.ldr(9, xsp, g.save2, 8)
-		a.ldr(10, aCtx, CtxFrameUsed, 8)
-		a.add(10, 10, 9)
-		a.addImm(10, 10, 11)
-		a.str(10, aCtx, CtxFrameUsed)
-		a.add(aAddr, aAddr, 9)
-		a.sub(aLen, aLen, 9)
-		a.ldr(10, xsp, g.val, 1)
-		a.patch(a.cbnz(10), loop)
-		a.here(done)
-		a.retReg(aLink1)
-		g.errFix[ErrFrameFull] = append(g.errFix[ErrFrameFull], fullAt)
-	case "readmem":
-		// In: x1 = destination, x2 = source, x3 = length. Out: x0.
-		a.mov(aLink2, xlr)
-		a.ldr(9, aCtx, CtxReadMem, 8)
-		hook := a.cbnz(9)
-		a.str(1, xsp, g.liov)
-		a.str(3, xsp, g.liov+8)
-		a.str(2, xsp, g.riov)
-		a.str(3, xsp, g.riov+8)
-		a.ldr(0, aCtx, CtxPid, 8)
-		a.addImm(1, xsp, g.liov)
-		a.movImm(2, 1)
-		a.addImm(3, xsp, g.riov)
-		a.movImm(4, 1)
-		a.movImm(5, 0)
-		a.movImm(8, sysProcessVMReadvARM64)
-		a.svc0()
-		a.retReg(aLink2)
-		a.here(hook)
-		a.mov(0, aCtx)
-		a.blr(9)
-		a.retReg(aLink2)
-	}
+	a.mov(aLink2, xlr)
+	a.ldr(9, aCtx, CtxReadMem, 8)
+	hook := a.cbnz(9)
+	a.str(1, xsp, g.liov)
+	a.str(3, xsp, g.liov+8)
+	a.str(2, xsp, g.riov)
+	a.str(3, xsp, g.riov+8)
+	a.ldr(0, aCtx, CtxPid, 8)
+	a.addImm(1, xsp, g.liov)
+	a.movImm(2, 1)
+	a.addImm(3, xsp, g.riov)
+	a.movImm(4, 1)
+	a.movImm(5, 0)
+	a.movImm(8, sysProcessVMReadvARM64)
+	a.svc0()
+	a.retReg(aLink2)
+	a.here(hook)
+	a.mov(0, aCtx)
+	a.blr(9)
+	a.retReg(aLink2)
 }

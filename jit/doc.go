@@ -156,7 +156,7 @@
 // over guard pages and wild pointers too. Each table entry is checked to
 // decode to a memory read and Recover to be an instruction boundary.
 //
-// # Unreadable memory as zero (Options.ZeroUnreadable, amd64)
+// # Unreadable memory as zero (Options.ZeroUnreadable)
 //
 // The trace engine treats memory an expression cannot read as zero rather
 // than failing (gdbserver ignores those read errors too), and the jump
@@ -173,10 +173,22 @@
 //     byte as the terminator, not recorded.
 //
 // ErrMemory and the "memory unreadable" case of ErrCollect then never
-// occur. The arm64 backend does not implement it and falls back. Tests
-// compare it with agentexpr.Eval over a Memory that reads unreadable
-// bytes as zero and a Collector that records readable prefixes, which is
-// what the trace engine's own hit path does.
+// occur. Both backends build it on the byte count of the safe read:
+// process_vm_readv returns the bytes before the first page it cannot
+// read (a short count) or -EFAULT when there are none, and a readmem hook
+// must answer the same way (one that fails a partly readable read makes
+// the range unreadable from its start). The ref helper masks the value
+// read to the count's low bytes (0 for a count <= 0); trace reads each
+// chunk straight into the frame, records the count's bytes and stops
+// after a short count; a chunk that does not fit is probed 8 bytes at a
+// time for its readable prefix, which is recorded if it fits; tracenz's
+// byte reads end the string at a failed read. Tests (zeroread_test.go,
+// both architectures) compare it with agentexpr.Eval over a Memory that
+// reads unreadable bytes as zero and a Collector that records readable
+// prefixes, which is what the trace engine's own hit path does, on
+// hand-written cases (values and ranges straddling the data pages' end or
+// starting in a guard page, tracenz stopping at an unreadable byte, frame
+// full on a prefix) and random expressions.
 //
 // # Code generation (amd64)
 //
@@ -432,7 +444,9 @@
 // budget check compares LaneBudget with the value the pad's own add
 // produced; past it a plain str clears CtlActive.
 //
-// Cond and Collect code (Compile(e, "arm64", opts), contract below) is
+// Cond and Collect code (Compile(e, "arm64", opts), contract below;
+// fast tracepoints compile it with Options.ZeroUnreadable, which the
+// arm64 backend implements, and FaultLoads, which it ignores) is
 // copied after the pad body, 16-byte aligned (nop padding) and called
 // with bl; x0 = the register block, x1 = a fresh zeroed ctx at sp (tsvs,
 // ntsvs, pid from the control block, jumplimit PadJumpLimit; for a
@@ -484,12 +498,15 @@
 // sp-relative slots (the static depth gives each entry its own slot), top
 // cached in x0; x19 regs, x20 ctx, x21/x22 collection state, x23/x24 the
 // helpers' return addresses. Safe reads use process_vm_readv (syscall 270,
-// svc #0) or the ctx hook. Division needs only the zero check: sdiv does
+// svc #0) or the ctx hook, always: FaultLoads is ignored (no Faults), and
+// Options.ZeroUnreadable is implemented on their counts as on amd64. Division needs only the zero check: sdiv does
 // not trap on INT64_MIN / -1. The encoder (a64enc.go) is checked against
 // golang.org/x/arch/arm64/arm64asm. The tests run under qemu-aarch64
 // (GOARCH=arm64 go test -exec qemu-aarch64 ./jit/); qemu-user does not
 // implement process_vm_readv, so there the tests install a generated
-// reader hook and the syscall path itself is untested on arm64.
+// reader hook (which copies from the test's data pages and, like the
+// system call, returns a short count for a range that runs past their
+// end) and the syscall path itself is untested on arm64.
 //
 // Other architectures: ForArch returns an error.
 package jit

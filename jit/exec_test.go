@@ -94,7 +94,9 @@ type world struct {
 	numTSVs, frameCapCfg int
 	// readHook, when nonzero, is installed at CtxReadMem: under qemu-user,
 	// which does not implement process_vm_readv, a generated reader that
-	// copies from the data page and fails elsewhere stands in for it.
+	// copies from the data pages (the part of the range there, as the
+	// system call stops at the guard page) and fails elsewhere stands in
+	// for it.
 	readHook uintptr
 }
 

@@ -40,35 +40,39 @@ func TestReadMemHook(t *testing.T) {
 	}
 }
 
-// emulatedReadHook returns a reader read(ctx, dst, src, len) that copies
-// from [CtxDirectLo, CtxDirectHi) and returns -EFAULT for anything else.
+// emulatedReadHook returns a reader read(ctx, dst, src, len) that stands
+// in for process_vm_readv over [CtxDirectLo, CtxDirectHi), the only
+// readable memory: a range that starts there is copied up to its end (a
+// short count, as the system call gives at an unreadable page), one that
+// starts elsewhere fails with -EFAULT, and an empty one reads 0 bytes.
 func emulatedReadHook() []byte {
 	var a a64asm
-	a.ldr(9, 0, CtxDirectLo, 8)
-	a.ldr(10, 0, CtxDirectHi, 8)
+	a.mov(9, 0) // ctx
+	a.mov(0, 3)
+	empty := a.cbz(3)
+	a.ldr(10, 9, CtxDirectHi, 8)
+	a.ldr(9, 9, CtxDirectLo, 8)
 	a.cmp(2, 9)
 	fail1 := a.bcond(a64LO)
-	a.add(11, 2, 3)
-	a.cmp(11, 2)
-	fail2 := a.bcond(a64LO)
-	a.cmp(11, 10)
-	fail3 := a.bcond(a64HI)
+	a.cmp(2, 10)
+	fail2 := a.bcond(a64HS)
+	a.sub(11, 10, 2) // bytes readable from src
+	a.cmp(3, 11)
+	a.csel(3, 3, 11, a64LO) // min(len, readable)
 	a.movImm(12, 0)
 	loop := a.pos()
-	a.cmp(12, 3)
-	done := a.bcond(a64HS)
 	a.add(14, 2, 12)
 	a.ldr(13, 14, 0, 1)
 	a.add(14, 1, 12)
 	a.stur(13, 14, 0, 1)
 	a.addImm(12, 12, 1)
-	a.patch(a.b(), loop)
-	a.here(done)
+	a.cmp(12, 3)
+	a.patch(a.bcond(a64LO), loop)
 	a.mov(0, 3)
+	a.here(empty)
 	a.retReg(xlr)
 	a.here(fail1)
 	a.here(fail2)
-	a.here(fail3)
 	a.movImm(0, uint64(0xfffffffffffffff2))
 	a.retReg(xlr)
 	return a.buf

@@ -76,7 +76,7 @@ type Options struct {
 	// if none) and stop there, and tracenz treats the first unreadable
 	// byte as its terminator (recording the readable bytes before it).
 	// ErrMemory and ErrCollect for unreadable memory then never occur.
-	// amd64 only: the arm64 backend falls back.
+	// Both backends implement it.
 	ZeroUnreadable bool
 	// FaultLoads (amd64) reads memory for ref8/16/32/64 and the collection
 	// opcodes with plain loads (ref*) and a REP MOVSB copy (collections)
