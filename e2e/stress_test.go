@@ -143,6 +143,25 @@ func stressTracepoints(t *testing.T, g *miGDB) (site3, entry1, leaf int) {
 	return site3, num(g.mustDo("ftrace *entry1_site")), num(g.mustDo("ftrace *leaf_site"))
 }
 
+// whereIsHit says which site3 frames of thread d hold x (the hit a
+// check missed): none (lost), or later ones (out of order, doubled).
+func whereIsHit(frs []*frames.Frame, site3 int, d, x uint64) string {
+	var at []string
+	for _, fr := range frs {
+		regs := fr.Registers()
+		if fr.TPNum != site3 || len(regs) < 48 {
+			continue
+		}
+		if binary.LittleEndian.Uint64(regs[32:]) == d && binary.LittleEndian.Uint64(regs[40:]) == x {
+			at = append(at, strconv.Itoa(fr.Num))
+		}
+	}
+	if len(at) == 0 {
+		return fmt.Sprintf("no frame of the cycle's %d has x = %d", len(frs), x)
+	}
+	return fmt.Sprintf("x = %d is in frame %s of %d", x, strings.Join(at, ", "), len(frs))
+}
+
 // stressStats adds up what TestFastTraceStressEightThreads's cycles saw.
 type stressStats struct {
 	frames, site3Frames int64
@@ -164,6 +183,11 @@ func (s *stressStats) check(t *testing.T, i int, tf string, dropped, site3, entr
 	if err != nil {
 		t.Fatalf("cycle %d: reading the saved trace: %v", i, err)
 	}
+	fail := func(format string, args ...any) {
+		t.Helper()
+		keepFailedTrace(t, tf, i)
+		t.Fatalf(format, args...)
+	}
 	counts := map[int]int{}
 	last := map[uint64]uint64{} // thread's step d -> x at its last hit
 	runs := map[uint64]int{}
@@ -181,7 +205,8 @@ func (s *stressStats) check(t *testing.T, i int, tf string, dropped, site3, entr
 			t.Fatalf("cycle %d: site3 frame %d: d = %d, x = %d: not a thread's registers", i, fr.Num, d, x)
 		}
 		if prev, ok := last[d]; ok && x != prev+d && dropped == 0 {
-			t.Fatalf("cycle %d: frame %d: thread %d went from x = %d to %d: hits lost or doubled", i, fr.Num, d, prev, x)
+			fail("cycle %d: frame %d: thread %d went from x = %d to %d: hits lost or doubled (%s)", i, fr.Num, d, prev, x,
+				whereIsHit(trace.Frames, site3, d, prev+d))
 		}
 		last[d] = x
 		runs[d]++
@@ -197,7 +222,47 @@ func (s *stressStats) check(t *testing.T, i int, tf string, dropped, site3, entr
 	}
 	c := []int{counts[site3], counts[entry1], counts[leaf]}
 	if slices.Max(c)-slices.Min(c) > stressThreads {
-		t.Fatalf("cycle %d: frames of site3, entry1 and leaf: %v; each thread passes the three in turn", i, c)
+		fail("cycle %d: frames of site3, entry1 and leaf: %v; each thread passes the three in turn (%s)", i, c,
+			framesSpan(trace.Frames, map[int]string{site3: "site3", entry1: "entry1", leaf: "leaf"}, runs))
+	}
+}
+
+// framesSpan says where each tracepoint's frames lie in a cycle's trace
+// (first and last frame numbers) and how many site3 hits each thread
+// has: whether hits are missing at the start, the end, or for some
+// threads.
+func framesSpan(frs []*frames.Frame, names map[int]string, runs map[uint64]int) string {
+	first, lastAt := map[int]int{}, map[int]int{}
+	for _, fr := range frs {
+		if _, ok := first[fr.TPNum]; !ok {
+			first[fr.TPNum] = fr.Num
+		}
+		lastAt[fr.TPNum] = fr.Num
+	}
+	var parts []string
+	for num, name := range names {
+		parts = append(parts, fmt.Sprintf("%s frames %d..%d", name, first[num], lastAt[num]))
+	}
+	slices.Sort(parts)
+	return fmt.Sprintf("%s; site3 hits by thread %v", strings.Join(parts, ", "), runs)
+}
+
+// keepFailedTrace copies a failed cycle's trace file to
+// $GOTPSTUB_FAIL_DIR, when set, for a look afterwards.
+func keepFailedTrace(t *testing.T, tf string, cycle int) {
+	dir := os.Getenv("GOTPSTUB_FAIL_DIR")
+	if dir == "" {
+		return
+	}
+	b, err := os.ReadFile(tf)
+	if err == nil {
+		to := filepath.Join(dir, fmt.Sprintf("%s-cycle%d.tf", strings.NewReplacer("/", "_", " ", "_", ",", "").Replace(t.Name()), cycle))
+		if err = os.WriteFile(to, b, 0o644); err == nil {
+			t.Logf("kept the cycle's trace in %s", to)
+		}
+	}
+	if err != nil {
+		t.Logf("keeping the failed trace: %v", err)
 	}
 }
 

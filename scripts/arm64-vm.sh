@@ -640,6 +640,8 @@ cmd_e2e() {
         else
             # Everything but the chatter of passing tests.
             grep -vE '^ *(=== (RUN|PAUSE|CONT|NAME)|--- (PASS|SKIP): )' "$out/$name.log" | tail -n 200
+            # The failed tests' names last, where a truncated CI log still shows them.
+            grep -E '^ *--- FAIL: |^panic: ' "$out/$name.log" | sed 's/^/failed: /' | tail -n 20 || true
             printf 'FAIL\t%s\t%ss (arm64 VM; exit status %s; log %s)\n' "$pkg" "$secs" "$rc" "$out/$name.log"
             [ "$f" -gt 0 ] || f=1      # died without a FAIL line: count it
         fi
