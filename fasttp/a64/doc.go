@@ -4,8 +4,9 @@
 // An arm64 fast tracepoint replaces the one 4-byte instruction at its site
 // by `b pad` (±128 MB). The pad collects, then runs the sequence Relocate
 // returns for the displaced instruction, which ends by branching back to
-// the site + 4, or wherever the instruction itself branches. The package
-// is pure Go, has no state and builds for every GOARCH.
+// the site + 4, or wherever the instruction itself branches. PlanSite
+// computes the patch and the tail for a site, its pad and tail addresses.
+// The package is pure Go, has no state and builds for every GOARCH.
 //
 // # Decode
 //
@@ -128,6 +129,43 @@
 // processes with GCS enabled cannot have their calls relocated (none on
 // Debian 12).
 //
+// # Site plan
+//
+// PlanSite(site, word, pad, tail) (PlanSiteWith for Options and a
+// BTI-guarded page) computes everything an installer writes for one
+// arm64 fast tracepoint, without touching memory: Patch, the `b pad`
+// that replaces word at site (one 4-byte store: a thread is never
+// between two halves), and Tail, the words for the pad's TailAddr: the
+// instruction relocated there (Relocate with resume site+4), which ends
+// with `b site+4` when it may fall through (SitePlan.Resumes). b, bl,
+// blr and b.al/b.nv end with their own branch, and br, ret and their
+// pointer-authenticating forms (Kind plain) are copied alone, with no
+// unreachable branch back (and no range constraint on site+4). The
+// order of writes is pad, tail, cache maintenance, then Patch.
+//
+// Errors: ErrSite for the addresses (not 4-byte aligned, not below
+// MaxUserAddr = 2^52, the pad at the site itself or outside PadWindow,
+// a tail that would overwrite the site); ErrRefused for what Decode
+// refuses (exclusives, brk, udf, svc...; see above), and, with
+// SiteOptions.Guarded, for bti/paciasp/pacibsp; ErrOutOfRange when the
+// relocated instruction cannot reach its target or site+4 from the
+// tail. Every message names the site and says why.
+//
+// PadWindow(site) is [site-128 MB, site+128 MB) clipped to
+// [0, MaxUserAddr): the pad addresses the site's b reaches, for the
+// installer's arenas (an arena serving several sites lies in the
+// intersection of their windows). The tail must moreover be within
+// ±128 MB of the pad (the pad's own b, checked by jit's JumpPad.Place)
+// and of site+4, and relocated branches reach ±128 MB (conditional
+// ones ±1 MB for their short form) from it: tails next to their pads,
+// and pads close to their sites, keep every form short.
+//
+// What PlanSite cannot see, the installer must: a site between an ldxr
+// and its stxr, a landing pad in a guarded page when it does not pass
+// Guarded, and threads whose pc is inside a pad or tail when the
+// tracepoint is removed. (A thread stopped at the site needs nothing:
+// the word is replaced by one store, and it then takes the pad.)
+//
 // # Tests
 //
 //   - decode_test.go: a table of every kind and of every refused class
@@ -154,6 +192,22 @@
 //     v0-v31 and the stack must be the same; at 8 GB b and bl run with
 //     Options.Veneer (x16 excepted) and the conditional branches must be
 //     refused with ErrOutOfRange.
+//   - site_test.go: PlanSite's table (every kind of site, every refusal
+//     and address error, the window's edges) and FuzzPlanSite (no panic;
+//     an accepted plan's patch decodes to a b landing at the pad and its
+//     tail decodes and ends with b site+4 exactly when it resumes).
+//   - site_exec_arm64_test.go (arm64 only): a small function (add, adrp,
+//     ldr literal, cmp, b.cond, cbz, bl, b, and a callee's add, eor,
+//     ret) runs through the harness plain, stopped at a site, and with a
+//     fast tracepoint installed at every one of its 15 instructions from
+//     PlanSite and a jit.BuildJumpPadA64 pad (CollectRegs, a control
+//     block and lanes mirroring jit's tests) 4 KB, 1 MB and 40 MB from
+//     the site, for three register files (b.hi and cbz taken and not):
+//     the exit stub, x0-x30, sp, nzcv, v0-v31 and the stack above sp
+//     must match the plain run, and a site on the path must have
+//     committed exactly one record with x0-x30, sp, pc, cpsr and q0-q31
+//     as at the site (none otherwise). A plan whose branch back is
+//     broken (site+8) must fail the comparison.
 //   - bti_arm64_test.go (arm64 only): blr relocated to `ret xN` into a
 //     BTI-guarded page (PROT_BTI) whose target is `bti c` or paciasp; a
 //     child process first checks that a br x5 there dies with SIGILL
@@ -163,6 +217,7 @@
 // Commands:
 //
 //	go test ./fasttp/a64/                     # host: everything but the _arm64 tests
+//	GOARCH=arm64 go test -exec qemu-aarch64 ./fasttp/a64/ -run 'PlanSite|PadWindow'
 //	GOARCH=arm64 go test -c -o /tmp/a64.test ./fasttp/a64/ && (cd fasttp/a64 && qemu-aarch64 /tmp/a64.test)
 //	ARM64_VM_E2E_FLAGS="-test.v" E2E_PACKAGES="./fasttp/a64/" scripts/arm64-vm.sh e2e
 package a64
