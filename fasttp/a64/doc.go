@@ -206,8 +206,10 @@
 //     the exit stub, x0-x30, sp, nzcv, v0-v31 and the stack above sp
 //     must match the plain run, and a site on the path must have
 //     committed exactly one record with x0-x30, sp, pc, cpsr and q0-q31
-//     as at the site (none otherwise). A plan whose branch back is
-//     broken (site+8) must fail the comparison.
+//     as at the site (none otherwise). With tracing off (CtlActive 0,
+//     the pad's fast exit) the runs match and nothing is recorded. A
+//     plan whose branch back is broken (site+8) must fail the
+//     comparison.
 //   - bti_arm64_test.go (arm64 only): blr relocated to `ret xN` into a
 //     BTI-guarded page (PROT_BTI) whose target is `bti c` or paciasp; a
 //     child process first checks that a br x5 there dies with SIGILL

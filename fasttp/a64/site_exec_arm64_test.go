@@ -71,6 +71,7 @@ type tpRig struct {
 	rng    *rand.Rand
 	broken bool // break the plan's branch back (the negative control)
 	hit    bool // the last check's site was on the path (one record)
+	off    bool // CtlActive 0: the pad goes straight to the tail, no record
 }
 
 const (
@@ -109,6 +110,21 @@ func TestPlanSiteExec(t *testing.T) {
 			hits += n
 		}
 		t.Logf("%s: %d sites, %d traced hits", pl.name, len(r.sites()), hits)
+	}
+}
+
+// TestPlanSiteExecOff runs every site with tracing off (CtlActive 0):
+// the pad's fast exit goes straight to the tail, the run is unchanged and
+// nothing is recorded.
+func TestPlanSiteExecOff(t *testing.T) {
+	r := newTPRig(t)
+	r.off = true
+	for _, site := range r.sites() {
+		for i, in := range r.regFiles() {
+			if msg := r.check(site, r.a, r.f+0x1000, &in); msg != "" {
+				t.Errorf("site F+%#x regs #%d: %s", site-r.f, i, msg)
+			}
+		}
 	}
 }
 
@@ -256,7 +272,9 @@ func sameRun(want, got regs, wantStack, gotStack []byte, base uint64, wantID, go
 // active with a live stub.
 func (r *tpRig) resetCtl() {
 	clear(r.ctl)
-	r.put(jit.CtlActive, 1)
+	if !r.off {
+		r.put(jit.CtlActive, 1)
+	}
 	r.put(jit.CtlStubAlive, 4242)
 	for i := 0; i <= tpLanes; i++ {
 		h := jit.CtlLanes + i*jit.LaneHdrSize
@@ -285,10 +303,10 @@ func (r *tpRig) checkRecords(site uint64, at *regs) string {
 		}
 	}
 	switch {
-	case at == nil && total == 0:
+	case (at == nil || r.off) && total == 0:
 		return ""
-	case at == nil:
-		return fmt.Sprintf("%d bytes recorded by a site not on the path", total)
+	case at == nil || r.off:
+		return fmt.Sprintf("%d bytes recorded by a site not on the path or with tracing off", total)
 	case total != size:
 		return fmt.Sprintf("%d bytes recorded, want one record of %d", total, size)
 	}
