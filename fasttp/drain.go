@@ -353,20 +353,6 @@ func (in *Installer) reportDrops(l *lanes, lost uint64) {
 	in.logf("fast tracepoints: %d hits dropped so far (%d: lanes full, the stub fell behind; %d: no stub; %d bytes of abandoned records)", total, full, noStub, lostAll)
 }
 
-// RunStarted switches the pads on once the engine's run has started
-// (tracing.RunStarter): jumps placed since StartRun kept them off, so
-// that no hit is recorded that the engine, not yet running, would drop
-// (gdbserver's agent likewise starts collecting at the end of QTStart).
-// Tracepoints placed during the run switch them on at once.
-func (in *Installer) RunStarted() {
-	in.mu.Lock()
-	defer in.mu.Unlock()
-	in.starting = false
-	if len(in.sites) > 0 && !in.runFull {
-		in.setActiveLocked(true)
-	}
-}
-
 // StartRun prepares a new experiment (tracing.RunStarter): whatever the
 // lanes still hold belongs to the previous one and is discarded, with the
 // drop counters and the stop word; tracepoint slots are reused. Every
@@ -378,7 +364,6 @@ func (in *Installer) StartRun() {
 	defer in.mu.Unlock()
 	in.stats = dropStats{}
 	in.runRoom, in.runFull, in.fullPending = 0, false, false
-	in.starting = true
 	if room := in.engine.RoomBeforeFull(); room < math.MaxInt {
 		in.runRoom = uint64(room)
 	}

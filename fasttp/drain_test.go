@@ -523,31 +523,3 @@ func TestDrainerWake(t *testing.T) {
 		t.Error("a second sleep saw the same wake")
 	}
 }
-
-// The pads stay off from StartRun until the engine's run has started
-// (RunStarted): the engine would drop their records before. RunStarted
-// switches them on only if a jump is in.
-func TestRunStartedSwitchesPadsOn(t *testing.T) {
-	for _, c := range []struct {
-		name  string
-		sites int
-		want  bool
-	}{{"no jump", 0, false}, {"a jump", 1, true}} {
-		t.Run(c.name, func(t *testing.T) {
-			r := newDrainRig(t, 64<<10, false, false)
-			r.in.StartRun()
-			if !r.in.starting || r.lanes.active() {
-				t.Fatalf("after StartRun: starting %v, pads on %v", r.in.starting, r.lanes.active())
-			}
-			r.in.sites = map[*tracing.Tracepoint]*jumpSite{}
-			for i := range c.sites {
-				tp := &tracing.Tracepoint{Num: i + 1}
-				r.in.sites[tp] = &jumpSite{tp: tp}
-			}
-			r.in.RunStarted()
-			if r.in.starting || r.lanes.active() != c.want {
-				t.Errorf("after RunStarted: starting %v, pads on %v, want on %v", r.in.starting, r.lanes.active(), c.want)
-			}
-		})
-	}
-}

@@ -157,10 +157,6 @@ type Installer struct {
 	runRoom     uint64
 	runFull     bool // the pads were switched off for it
 	fullPending bool
-	// starting: a run's tracepoints are going in (StartRun until
-	// RunStarted): the pads stay off meanwhile, for the engine drops
-	// hits that come before the run has started.
-	starting bool
 
 	// faults maps each pad instruction that may fault (a plain load of
 	// jit.Options.FaultLoads) to its recovery code. Its own lock: the
@@ -1152,9 +1148,7 @@ func (in *Installer) placeJump(tp *tracing.Tracepoint, acts *padActions, cands [
 	}
 	in.addSiteLocked(s)
 	in.bySlot[slot] = s
-	if !in.starting {
-		in.setActiveLocked(true)
-	}
+	in.setActiveLocked(true)
 	return nil
 }
 

@@ -53,12 +53,9 @@ func (e *Engine) syncHit(ctx HitContext) {
 // RunStarter is implemented by an Installer that keeps state across runs
 // (fasttp's lanes): QTStart calls StartRun before installing anything, so
 // nothing of an earlier run (records, counters, errors) leaks into the new
-// one, and RunStarted once every tracepoint is in and the run has
-// started (hits before that are not the run's: an Installer that
-// collects on its own, like fasttp's pads, starts collecting then).
+// one.
 type RunStarter interface {
 	StartRun()
-	RunStarted()
 }
 
 // FastRecord is one hit collected by an Installer (FastHits).

@@ -374,6 +374,7 @@ func (e *Engine) qtStart() []byte {
 		return errorReply(err)
 	}
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	for _, tp := range done {
 		tp.installed = true
 	}
@@ -381,10 +382,6 @@ func (e *Engine) qtStart() []byte {
 	e.frame = nil
 	e.stopReason, e.stopTP, e.stopError = "", 0, ""
 	e.startTime, e.stopTime = e.now().UnixMicro(), 0
-	e.mu.Unlock()
-	if rs, ok := inst.(RunStarter); ok {
-		rs.RunStarted()
-	}
 	return replyOK
 }
 
