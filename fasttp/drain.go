@@ -42,6 +42,10 @@ const (
 type dropStats struct {
 	full, noStub, lost uint64
 	errs               int // drain errors logged
+	// unresolved: records of tracepoints removed since; ignored:
+	// records the engine did not keep (drained before the run started
+	// or after it stopped, or of a tracepoint not installed).
+	unresolved, ignored uint64
 }
 
 // drainLoop runs until done is closed (the process is gone; Sync still
@@ -273,7 +277,11 @@ func (in *Installer) drainOnce(async bool) int {
 		in.asyncTid = unix.Gettid()
 		in.mu.Unlock()
 	}
-	in.engine.FastHits(hits)
+	ignored := in.engine.FastHits(hits)
+	in.mu.Lock()
+	in.stats.ignored += uint64(ignored)
+	in.stats.unresolved += uint64(len(recs) - len(hits))
+	in.mu.Unlock()
 	l.release()
 	in.endRunIfFull(more)
 	in.reportStop(why, slot)
@@ -362,6 +370,9 @@ func (in *Installer) StartRun() {
 	defer in.drainMu.Unlock()
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	if st := in.stats; st.ignored+st.unresolved > 0 {
+		in.logf("fast tracepoints: records not stored since the last run started: %d of tracepoints removed since, %d while no run went on (or of tracepoints not installed)", st.unresolved, st.ignored)
+	}
 	in.stats = dropStats{}
 	in.runRoom, in.runFull, in.fullPending = 0, false, false
 	if room := in.engine.RoomBeforeFull(); room < math.MaxInt {

@@ -899,6 +899,9 @@ func (in *Installer) setActiveLocked(on bool) {
 	if on && !was {
 		in.wakeFD.wake()
 	}
+	if on != was && in.lanes != nil {
+		in.logf("fast tracepoints: collection switched %s", map[bool]string{true: "on", false: "off"}[on])
+	}
 }
 
 func (in *Installer) memLocked() memory {

@@ -104,6 +104,10 @@ type LiveStats struct {
 	Parked     int // threads held until a flush ended
 	Checked    int // threads stopped to check their pc
 	Moved      int // threads moved (RelocatePCs, RelocatePCsLive)
+	// Rewound counts threads held at one of a flush's int3s (to run a
+	// system call) that were sent back to it afterwards, the flush no
+	// longer sending them on (letGo).
+	Rewound int
 	// LongestHold is the longest stop of a thread for patching live: a
 	// thread stopped to run a system call or have its pc checked, from
 	// its stop to its resumption; a thread sent on from an int3, from
@@ -751,8 +755,18 @@ func (p *Process) letGo(t *thread, hc holdClock, atTrap bool) {
 	p.live.stats.LongestHold = max(p.live.stats.LongestHold, wall)
 	p.live.stats.LongestPause = max(p.live.stats.LongestPause, pause)
 	if atTrap {
-		if pc, err := getPC(t.tid); err == nil && p.liveTrap(t, pc) {
+		pc, err := getPC(t.tid)
+		if err == nil && p.liveTrap(t, pc) {
 			return
+		}
+		if err == nil {
+			// The int3 it met is no longer the flush's (a breakpoint
+			// now, say): it never ran the instruction there, so it
+			// goes back to meet what is there now. Resumed past the
+			// int3 it would run the middle of an instruction.
+			if setPC(t.tid, pc-breakpointPCAdjust) == nil {
+				p.live.stats.Rewound++
+			}
 		}
 	}
 	_ = p.rawResume(t, t.step, queuedSignal{})

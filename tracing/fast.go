@@ -86,11 +86,12 @@ type FastRecord struct {
 }
 
 // FastHits records hits collected by the Installer, in order, like
-// FastHit and FastHitError one by one but under one lock. Hits after the
-// run stopped (by one of them, or before) are dropped.
-func (e *Engine) FastHits(recs []FastRecord) {
+// FastHit and FastHitError one by one but under one lock. Hits while no
+// run is going (before QTStart has started it, after it stopped) and
+// hits of tracepoints not installed are dropped: it returns how many.
+func (e *Engine) FastHits(recs []FastRecord) (ignored int) {
 	if len(recs) == 0 {
-		return
+		return 0
 	}
 	var removed []*Tracepoint
 	e.mu.Lock()
@@ -99,9 +100,11 @@ func (e *Engine) FastHits(recs []FastRecord) {
 	for i := range recs {
 		r := &recs[i]
 		if !e.running {
+			ignored += len(recs) - i
 			break
 		}
 		if !r.TP.installed {
+			ignored++
 			continue
 		}
 		if r.Err != "" {
@@ -115,6 +118,7 @@ func (e *Engine) FastHits(recs []FastRecord) {
 	inst := e.installer
 	e.mu.Unlock()
 	removeAll(inst, removed)
+	return ignored
 }
 
 // fastEmptyHitLocked is fastHitLocked for a hit that collected nothing,
