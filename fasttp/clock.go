@@ -5,17 +5,21 @@ import (
 	"time"
 )
 
-// tscClock turns the time-stamp counter values in the pads' records into
+// tscClock turns the counter values in the pads' records (the
+// time-stamp counter; on arm64 the virtual counter, cntvct_el0) into
 // nanoseconds since the Unix epoch: the stub reads the counter and the
 // clock together when it starts and before each drain (the counter is
 // the same for every process on the machine: constant and synchronised
-// across CPUs on the x86-64 machines Linux trusts it on), and maps a
-// value linearly between its first and latest readings.
+// across CPUs on the x86-64 machines Linux trusts it on, and so by the
+// architecture on arm64), and maps a value linearly from its first
+// reading. The x86-64 rate is measured between the first and the latest
+// readings; the arm64 one is cntfrq_el0's (counterPeriod).
 type tscClock struct {
 	mu     sync.Mutex
 	c0     uint64 // counter at t0
 	t0     time.Time
 	perTSC float64 // nanoseconds per counter tick; 0 until two readings apart
+	fixed  bool    // perTSC is the architecture's (counterPeriod): not measured
 }
 
 // minCalibration is how far apart the readings must be before their
@@ -23,12 +27,14 @@ type tscClock struct {
 const minCalibration = 10 * time.Millisecond
 
 func newTSCClock() *tscClock {
-	return &tscClock{c0: rdtsc(), t0: time.Now()}
+	c := &tscClock{c0: rdtsc(), t0: time.Now(), perTSC: counterPeriod()}
+	c.fixed = c.perTSC != 0
+	return c
 }
 
 // sample takes a new reading and updates the rate.
 func (c *tscClock) sample() {
-	if c == nil {
+	if c == nil || c.fixed {
 		return
 	}
 	now, tsc := time.Now(), rdtsc()

@@ -303,12 +303,33 @@
 //
 // # Time
 //
-// Each record holds the time-stamp counter the pad read. The stub reads
-// the counter and its clock together when the installer is made and before
-// every drain (clock.go) and converts records linearly between the first
-// and the latest reading, to nanoseconds since the Unix epoch: the
-// frames' time (frames.FrameBuilder.SetTime), and $trace_timestamp in
-// microseconds like the stub's own.
+// Each record holds the time-stamp counter the pad read (on arm64 the
+// virtual counter, cntvct_el0). The stub reads the counter and its clock
+// together when the installer is made and before every drain (clock.go)
+// and converts records linearly from the first reading, with the rate
+// measured between the first and the latest reading on x86-64 and
+// cntfrq_el0's on arm64 (architecturally the counter's frequency), to
+// nanoseconds since the Unix epoch: the frames' time
+// (frames.FrameBuilder.SetTime), and $trace_timestamp in microseconds
+// like the stub's own.
+//
+// # arm64 records
+//
+// The data path (lanes, records, merging, the drainer) is the same for
+// the arm64 pads (jit.BuildJumpPadA64) as for the x86-64 ones; what
+// differs is a small description chosen by build tag (isa_amd64.go,
+// isa_arm64.go): the register block's size (ringRegBytes: the 800-byte
+// arm64 block, jit.PadRegBlockARM64), the record size (padRecordSize),
+// the clock's rate (counterPeriod; tsc_arm64.s reads cntvct_el0 and
+// cntfrq_el0), how the pads find a thread's pointer (padThreadPointer:
+// always tpidr_el0, so threads always own lanes) and how a record's
+// registers reach the engine (fastRegs): x0-x30, sp, pc, cpsr are GDB's
+// aarch64 numbers 0-33 in tracing.FastRecord.Regs, v0-v31, fpsr and fpcr
+// go as tracing.FastRecord.FPSIMD. The stub claims lanes with the
+// thread pointer inferior gives (Process.ThreadPointer: fs_base,
+// tpidr_el0). The tests (pad_arm64_test.go, under qemu-aarch64) run
+// arm64 pads in the test process and drain their records, into the
+// engine too. No installer places arm64 pads yet.
 //
 // # Known gaps
 //

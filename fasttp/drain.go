@@ -312,7 +312,7 @@ func (in *Installer) resolve(recs []*RingRecord) []tracing.FastRecord {
 		if r.Flags&jit.RecError != 0 {
 			h.Err = fmt.Sprintf("fast tracepoint %d: %s", s.tp.Num, jitErrText(r.ErrCode))
 		} else if r.HasRegs() {
-			h.Regs, h.XSave = r.Regs, r.XSave
+			fastRegs(&h, r)
 		}
 		out = append(out, h)
 	}

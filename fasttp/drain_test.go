@@ -72,7 +72,7 @@ func (r *drainRig) fill(lane, n int, regs bool, time uint64) {
 	head := load64(c, h+jit.LaneHead)
 	d := r.lanes.data(lane)
 	for range n {
-		size := jit.PadRecordSize(regs, 0)
+		size := padRecordSize(regs, 0)
 		off := head & (r.lanes.laneSize - 1)
 		if off+size > r.lanes.laneSize {
 			putFiller(d, off)
@@ -87,7 +87,7 @@ func (r *drainRig) fill(lane, n int, regs bool, time uint64) {
 }
 
 func TestDrainIntoEngine(t *testing.T) {
-	r := newDrainRig(t, 64<<10, false, true)
+	r := newDrainRig(t, 128<<10, false, true) // 100 records with registers: 83 KB on arm64
 	r.fill(0, 100, true, 10)
 	r.fill(3, 50, true, 5)
 	r.fill(ownedLanes, 7, true, 1000) // the shared lane
@@ -163,7 +163,7 @@ func BenchmarkDrain(b *testing.B) {
 		b.Run(fmt.Sprintf("regs=%v/circular=%v", regs, circular), func(b *testing.B) {
 			const laneSize = 1 << 20
 			r := newDrainRig(b, laneSize, circular, regs)
-			batch := int(laneSize / 4 / jit.PadRecordSize(regs, 0))
+			batch := int(laneSize / 4 / padRecordSize(regs, 0))
 			b.ResetTimer()
 			total := 0
 			for i := 0; i < b.N; i++ {
@@ -269,7 +269,7 @@ func TestPopulateAhead(t *testing.T) {
 // more than the trace buffer can take, a stop, or records old enough.
 func TestDrainDue(t *testing.T) {
 	const laneSize = 64 << 10
-	rec := jit.PadRecordSize(false, 0)
+	rec := padRecordSize(false, 0)
 	quarter := int(laneSize / drainShare / rec)
 	cases := []struct {
 		name    string

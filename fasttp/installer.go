@@ -66,7 +66,7 @@ type Installer struct {
 	ringSize uint64 // bytes per lane (SetRingSize), or the least when not set
 	ringSet  bool   // SetRingSize was called: the lanes are exactly ringSize
 	draining bool   // the drainer goroutine runs
-	fsBase   bool   // pads may use rdfsbase (per-thread lanes)
+	fsBase   bool   // pads read the thread pointer from a register: rdfsbase, tpidr_el0 (per-thread lanes)
 	// threadAhead is how much of a new thread's lane threadStarted
 	// prepares (SetThreadLaneAhead).
 	threadAhead uint64
@@ -1050,8 +1050,8 @@ func (in *Installer) placeJump(tp *tracing.Tracepoint, acts *padActions, cands [
 		// gdb wants x87/SSE/AVX registers too: the pad XSAVEs them.
 		spec.XSaveMask, spec.XSaveSize = tdesc.XSaveMask(cpu.X86.HasAVX), tdesc.XSaveSize(cpu.X86.HasAVX)
 	}
-	if 2*spec.RecordSize() > in.lanes.laneSize {
-		return fmt.Errorf("a record of %d bytes does not fit twice in a %d-byte lane", spec.RecordSize(), in.lanes.laneSize)
+	if size := padRecordSize(spec.CollectRegs, spec.CollectCap); 2*size > in.lanes.laneSize {
+		return fmt.Errorf("a record of %d bytes does not fit twice in a %d-byte lane", size, in.lanes.laneSize)
 	}
 	// Built once, then placed where its size finds room (Place).
 	pad, err := in.buildPadLocked(spec)
@@ -1312,8 +1312,7 @@ func (in *Installer) ensureCtlLocked() error {
 		return err
 	}
 	in.setLanesLocked(l)
-	in.fsBase = hasFSBase(in.proc.Pid())
-	in.tpLoad = !in.fsBase && tcbSelfPointers(in.proc)
+	in.fsBase, in.tpLoad = padThreadPointer(in.proc)
 	in.prefaultLocked()
 	if !in.draining {
 		in.draining = true

@@ -3,7 +3,6 @@ package fasttp
 import (
 	"encoding/binary"
 	"fmt"
-	"os"
 	"runtime"
 	"sync/atomic"
 	"unsafe"
@@ -13,7 +12,6 @@ import (
 	"gotpstub/frames"
 	"gotpstub/inferior"
 	"gotpstub/jit"
-	"gotpstub/tdesc"
 )
 
 // Layout of the memory the stub shares with the inferior: the control
@@ -476,43 +474,6 @@ func (l *lanes) takeStop() (why uint64, slot uint32) {
 		return 0, 0
 	}
 	return v & 0xffffffff, uint32(v >> 32)
-}
-
-// hasFSBase reports whether threads of process pid may use rdfsbase: the
-// kernel's AT_HWCAP2 has HWCAP2_FSGSBASE.
-func hasFSBase(pid int) bool {
-	auxv, err := os.ReadFile(fmt.Sprintf("/proc/%d/auxv", pid))
-	if err != nil {
-		return false
-	}
-	v, _ := inferior.AuxvValue(auxv, inferior.AtHWCap2)
-	return v&inferior.HWCap2FSGSBase != 0
-}
-
-// tcbSelfPointers reports whether the pads may take a thread's pointer
-// from %fs:0 (jit.PadSpec.TPLoad) in this process: every thread with a
-// thread pointer has, at that address, the pointer itself (glibc's and
-// musl's thread control block starts with its own address; a Go program
-// without cgo, for one, keeps something else there), and there is at
-// least one such thread.
-func tcbSelfPointers(p *inferior.Process) bool {
-	seen := false
-	for _, tid := range p.Threads() {
-		regs, err := p.Registers(tid)
-		if err != nil {
-			continue
-		}
-		fs := regs.Uint64(tdesc.FSBASE)
-		if fs == 0 {
-			continue
-		}
-		var word [8]byte
-		if n, _ := p.ReadMemory(fs, word[:]); n != 8 || binary.LittleEndian.Uint64(word[:]) != fs {
-			return false
-		}
-		seen = true
-	}
-	return seen
 }
 
 // loadTSV and storeTSV read and write trace state variable num in the

@@ -52,7 +52,7 @@ func (in *Installer) laneUse() string {
 	how := "no thread pointer (rdfsbase not allowed, %fs:0 not a thread pointer): every thread shares one lane"
 	switch {
 	case in.fsBase:
-		how = "thread pointer by rdfsbase"
+		how = tpRegister
 	case in.tpLoad:
 		how = "thread pointer at %fs:0 (no rdfsbase here)"
 	}

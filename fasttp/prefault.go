@@ -1,9 +1,5 @@
 package fasttp
 
-import (
-	"gotpstub/tdesc"
-)
-
 // prefaultBudget bounds the lane bytes prefaultLocked has the process map
 // in advance, all lanes together.
 const prefaultBudget = 128 << 20
@@ -31,12 +27,12 @@ func (in *Installer) prefaultLocked() {
 	if in.fsBase || in.tpLoad {
 		l.clearOwners()
 		for _, tid := range in.proc.Threads() {
-			regs, err := in.proc.Registers(tid)
+			tp, err := in.proc.ThreadPointer(tid)
 			if err != nil {
 				continue
 			}
-			if fs := regs.Uint64(tdesc.FSBASE); fs != 0 {
-				if lane, ok := l.claim(fs); ok {
+			if tp != 0 {
+				if lane, ok := l.claim(tp); ok {
 					used = append(used, lane)
 				}
 			}

@@ -35,14 +35,18 @@ type RingRecord struct {
 	TPIndex uint32 // index in the control block's tracepoint table
 	Flags   uint32 // jit.RecError, jit.RecRegs or 0
 	ErrCode uint32 // jit.RecError: the jit Err* code; the record has no payload
-	Time    uint64 // time-stamp counter at the hit
-	Thread  uint64 // the thread pointer (fs base), 0 when unknown
+	Time    uint64 // the pad's counter at the hit (rdtsc; cntvct_el0 on arm64)
+	Thread  uint64 // the thread pointer (fs base; tpidr_el0 on arm64), 0 when unknown
 	// Compact: a compact record (jit.RecCompactSize bytes). ParseLane
 	// leaves in Time only the low jit.RecCompactTimeBits bits and Thread
 	// 0; the lane's owner and the clock complete them (completeCompact).
 	Compact bool
-	// Regs is the pad register block when Flags has jit.RecRegs:
-	// jit.PadRegs little-endian 8-byte slots, GDB's amd64 numbering.
+	// Regs is the pad register block when Flags has jit.RecRegs,
+	// ringRegBytes bytes: on amd64 jit.PadRegs little-endian 8-byte
+	// slots, GDB's amd64 numbering; on arm64 jit.PadRegBlockARM64 bytes,
+	// jit.PadRegsARM64 slots (GDB's aarch64 x0-x30, sp, pc, cpsr), then
+	// q0-q31 (16 bytes each, from jit.PadQRegsARM64), fpsr and fpcr
+	// (jit.PadFPSRARM64, jit.PadFPCRARM64).
 	Regs []byte
 	// XSave is the thread's x87/SSE/AVX state in XSAVE's standard format
 	// when Flags has jit.RecXSave.
@@ -66,9 +70,6 @@ func (r *RingRecord) Reg(i int) uint64 {
 
 // HasRegs reports whether the record holds the register block.
 func (r *RingRecord) HasRegs() bool { return r.Flags&jit.RecRegs != 0 }
-
-// ringRegBytes is the size of the register block of a record.
-const ringRegBytes = jit.PadRegs * 8
 
 // load32 and load64 read shared words atomically.
 func load32(b []byte, off uint64) uint32 {

@@ -35,7 +35,7 @@ func putCompact(lane []byte, off uint64, tp uint32, time uint64) uint64 {
 // putRecord writes a committed record at off: registers regBase+i when
 // regs, then blocks. It returns its size.
 func putRecord(lane []byte, off uint64, tp uint32, regs bool, regBase uint64, blocks []byte, time uint64) uint64 {
-	size := jit.PadRecordSize(regs, uint32(len(blocks)))
+	size := padRecordSize(regs, uint32(len(blocks)))
 	body := lane[off+jit.RecHeaderSize:]
 	flags := uint32(0)
 	if regs {
@@ -85,7 +85,7 @@ func TestParseLane(t *testing.T) {
 		}, want{tps: []uint32{1, 2}, tail: 64}},
 		{"registers and blocks", 1024, func(l []byte) (uint64, uint64) {
 			return 0, putRecord(l, 0, 3, true, 100, blocks, 1)
-		}, want{tps: []uint32{3}, tail: jit.PadRecordSize(true, uint32(len(blocks)))}},
+		}, want{tps: []uint32{3}, tail: padRecordSize(true, uint32(len(blocks)))}},
 		{"uncommitted record stops the pass", 1024, func(l []byte) (uint64, uint64) {
 			n := putRecord(l, 0, 1, false, 0, nil, 1)
 			return 0, n + 32 // reserved, size still 0
@@ -216,7 +216,7 @@ func TestParseLaneContents(t *testing.T) {
 	}
 	// The payloads are the lane's bytes (no copy), capped so that an
 	// append cannot write into the lane.
-	if &r.Blocks[0] != &lane[jit.RecHeaderSize+8*jit.PadRegs] || cap(r.Blocks) != len(r.Blocks) || cap(r.Regs) != len(r.Regs) {
+	if &r.Blocks[0] != &lane[jit.RecHeaderSize+ringRegBytes] || cap(r.Blocks) != len(r.Blocks) || cap(r.Regs) != len(r.Regs) {
 		t.Errorf("blocks at %p (cap %d), lane at %p", r.Blocks, cap(r.Blocks), lane)
 	}
 	if e := recs[1]; e.Flags != jit.RecError || e.ErrCode != jit.ErrSteps || e.Cursor != n {

@@ -6,7 +6,6 @@ import (
 
 	"gotpstub/inferior"
 	"gotpstub/jit"
-	"gotpstub/tdesc"
 )
 
 // DefaultThreadAhead is how much of a new thread's lane threadStarted
@@ -57,15 +56,11 @@ func (in *Installer) threadStarted(s *inferior.Stopped) {
 	// A thread starting while a run collects may start hitting at once:
 	// the drainer, perhaps deep in an idle sleep, looks again soon.
 	defer in.wakeFD.wake()
-	regs, err := s.Registers()
-	if err != nil {
+	tp, err := s.ThreadPointer()
+	if err != nil || tp == 0 {
 		return
 	}
-	fs := regs.Uint64(tdesc.FSBASE)
-	if fs == 0 {
-		return
-	}
-	lane, ok := l.claim(fs)
+	lane, ok := l.claim(tp)
 	if !ok {
 		return // every owned lane is taken: the shared one
 	}

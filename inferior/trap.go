@@ -59,6 +59,15 @@ func (s *Stopped) Registers() (*tdesc.Regs, error) {
 	return s.regs.Clone(), nil
 }
 
+// ThreadPointer returns the thread's pointer like Process.ThreadPointer
+// (fs_base on x86-64, tpidr_el0 on arm64).
+func (s *Stopped) ThreadPointer() (uint64, error) {
+	if s.p.threads[s.t.tid] != s.t {
+		return 0, fmt.Errorf("thread %d: %w", s.t.tid, ErrNoThread)
+	}
+	return threadPointer(s.t.tid)
+}
+
 // SetRegisters writes the registers of r that differ from the thread's.
 func (s *Stopped) SetRegisters(r *tdesc.Regs) error {
 	if s.p.threads[s.t.tid] != s.t {

@@ -458,8 +458,8 @@
 // StopError are exactly as on amd64. A record is
 // PadRecordSizeARM64(CollectRegs, CollectCap) bytes (RecordSizeARM64);
 // with RecRegs its register block is the 800-byte arm64 one, which a
-// reader must know from the architecture (fasttp's ParseLane still
-// assumes PadRegs*8).
+// reader must know from the architecture (fasttp's ParseLane takes the
+// size of the architecture it is built for).
 //
 // Position: the pad depends on its address only through its two B
 // instructions to TailAddr (±128 MB from each; BuildJumpPadA64 and Place

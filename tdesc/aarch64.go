@@ -1,6 +1,7 @@
 package tdesc
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"sync"
@@ -212,3 +213,29 @@ const aarch64VectorTypes = `  <vector id="v2d" type="ieee_double" count="2"/>
     <field name="q" type="vnq"/>
   </union>
 `
+
+// AArch64FPSIMDSize is the size of the SIMD/FP state FillAArch64FPSIMD
+// reads: v0-v31, 16 bytes each, then fpsr and fpcr, 8 bytes each (an
+// arm64 jump pad's register block after its core slots).
+const AArch64FPSIMDSize = 32*16 + 16
+
+// FillAArch64FPSIMD copies v0-v31, fpsr and fpcr from b (the
+// AArch64FPSIMDSize-byte format above; a shorter b copies nothing) into
+// r, an aarch64 layout's registers, and marks them valid. With SVE the
+// z registers get the v values as their low 16 bytes (the rest is left
+// as it was), as the V registers are the Z registers' low bits.
+func FillAArch64FPSIMD(r *Regs, b []byte) {
+	if len(b) < AArch64FPSIMDSize || r.Layout.Arch != "aarch64" || len(r.Layout.Regs) <= AArch64FPCR {
+		return
+	}
+	for i := 0; i < 32; i++ {
+		if v := r.Get(AArch64V0 + i); len(v) >= 16 {
+			copy(v, b[16*i:16*i+16])
+			if AArch64V0+i < len(r.Valid) {
+				r.Valid[AArch64V0+i] = true
+			}
+		}
+	}
+	_ = r.SetUint64(AArch64FPSR, binary.LittleEndian.Uint64(b[512:]))
+	_ = r.SetUint64(AArch64FPCR, binary.LittleEndian.Uint64(b[520:]))
+}

@@ -1,6 +1,7 @@
 package tdesc
 
 import (
+	"encoding/binary"
 	"encoding/xml"
 	"os"
 	"path/filepath"
@@ -99,4 +100,49 @@ func TestHostXMLLoadedByGDB(t *testing.T) {
 		"-ex", "set tdesc filename "+filepath.Join(dir, "target.xml"),
 		"-ex", "maint print remote-registers")
 	compareWithGDB(t, l, regs)
+}
+
+// TestFillAArch64FPSIMD fills v0-v31 (z0-z31's low bytes with SVE),
+// fpsr and fpcr from a pad's block, and nothing from a short one.
+func TestFillAArch64FPSIMD(t *testing.T) {
+	b := make([]byte, AArch64FPSIMDSize)
+	for i := range b {
+		b[i] = byte(i*7 + 1)
+	}
+	for _, tc := range []struct {
+		name   string
+		layout *Layout
+		in     []byte
+		filled bool
+	}{
+		{"fpu", AArch64Linux(), b, true},
+		{"sve vq 2", AArch64(AArch64Features{VQ: 2}), b, true},
+		{"short", AArch64Linux(), b[:100], false},
+		{"amd64 layout", AMD64Linux(false), b, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := tc.layout.NewRegs()
+			FillAArch64FPSIMD(r, tc.in)
+			if tc.layout.Arch != "aarch64" {
+				for i, v := range r.Valid {
+					if v {
+						t.Errorf("register %d set", i)
+					}
+				}
+				return
+			}
+			for i := 0; i < 32; i++ {
+				v := r.Get(AArch64V0 + i)
+				if r.Valid[AArch64V0+i] != tc.filled || tc.filled && string(v[:16]) != string(b[16*i:16*i+16]) {
+					t.Errorf("v%d = % x (valid %v)", i, v, r.Valid[AArch64V0+i])
+				}
+			}
+			want := map[int]uint64{AArch64FPSR: uint64(binary.LittleEndian.Uint32(b[512:])), AArch64FPCR: uint64(binary.LittleEndian.Uint32(b[520:]))}
+			for num, w := range want {
+				if r.Valid[num] != tc.filled || tc.filled && r.Uint64(num) != w {
+					t.Errorf("register %d = %#x (valid %v), want %#x", num, r.Uint64(num), r.Valid[num], w)
+				}
+			}
+		})
+	}
 }

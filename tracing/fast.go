@@ -68,13 +68,18 @@ type FastRecord struct {
 	// XSave, with Regs, is the x87/SSE/AVX state in XSAVE's standard
 	// format (tdesc.FillXSave), or nil.
 	XSave []byte
+	// FPSIMD, with Regs, is an arm64 pad's SIMD/FP state: v0-v31 (GDB's
+	// aarch64 registers 34-65), 16 bytes each, then fpsr and fpcr, 8
+	// bytes each (tdesc.FillAArch64FPSIMD), or nil.
+	FPSIMD []byte
 	// Blocks are the collected 'M' and 'V' blocks in jit's format.
 	Blocks []byte
 	// Err, when not empty, says the hit failed (condition or collection):
 	// the run stops with terror and this message.
 	Err string
-	// Time is the hit's time-stamp counter value; Thread the thread's
-	// pointer (fs base), 0 when unknown.
+	// Time is the hit's time-stamp counter value (cntvct_el0 on arm64);
+	// Thread the thread's pointer (fs base; tpidr_el0 on arm64), 0 when
+	// unknown.
 	Time, Thread uint64
 	// When is the hit's time in nanoseconds since the Unix epoch (the
 	// Installer converts Time), 0 when unknown: the frame's time, and
@@ -275,9 +280,10 @@ func (e *Engine) FastHit(tp *Tracepoint, regs []uint64, blocks []byte) error {
 // fastHitLocked stores one fast hit (r.Err empty). The frame's register
 // block says what the pad saved (frames.RegsGeneral, with the vector
 // state frames.RegsGeneralVector): FrameRegisters shows the rest
-// unavailable; fs_base is the record's thread pointer when known.
+// unavailable; fs_base is the record's thread pointer when known (and
+// the layout has it: aarch64's has no thread pointer register).
 func (e *Engine) fastHitLocked(r *FastRecord) ([]*Tracepoint, error) {
-	tp, regs, xsave, blocks, fsBase := r.TP, r.Regs, r.XSave, r.Blocks, r.Thread
+	tp, regs, xsave, fpsimd, blocks, fsBase := r.TP, r.Regs, r.XSave, r.FPSIMD, r.Blocks, r.Thread
 	if e.inBatch && len(blocks) == 0 && !tp.collectsRegisters() && !r.TraceTime && !tp.collectsStatic() {
 		return e.fastEmptyHitLocked(tp, r.When)
 	}
@@ -297,11 +303,15 @@ func (e *Engine) fastHitLocked(r *FastRecord) ([]*Tracepoint, error) {
 		from := frames.RegsGeneral
 		if e.layout != nil && len(block) == e.layout.Size {
 			r := tdesc.Regs{Layout: e.layout, Data: block}
-			if fsBase != 0 {
+			if fsBase != 0 && tdesc.FSBASE < len(e.layout.Regs) && e.layout.Regs[tdesc.FSBASE].Name == "fs_base" {
 				_ = r.SetUint64(tdesc.FSBASE, fsBase)
 			}
-			if xsave != nil {
+			switch {
+			case xsave != nil:
 				tdesc.FillXSave(&r, xsave)
+				from = frames.RegsGeneralVector
+			case fpsimd != nil:
+				tdesc.FillAArch64FPSIMD(&r, fpsimd)
 				from = frames.RegsGeneralVector
 			}
 		}

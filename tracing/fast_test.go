@@ -178,3 +178,57 @@ func TestCollectedRegisters(t *testing.T) {
 // allRegs is an R action's mask naming every register of the test
 // layouts (gdb's `collect $regs`): frames hold the whole register block.
 const allRegs = "ffffffffffffffffffffffff"
+
+// TestFastHitsAArch64 hands FastHits an arm64 pad's registers (x0-x30,
+// sp, pc, cpsr in Regs, v0-v31, fpsr, fpcr in FPSIMD) with the aarch64
+// layout: every one of them is in the frame, collected; the vector state
+// only with FPSIMD.
+func TestFastHitsAArch64(t *testing.T) {
+	regs := make([]byte, 8*(tdesc.AArch64CPSR+1))
+	for i := range tdesc.AArch64CPSR + 1 {
+		binary.LittleEndian.PutUint64(regs[8*i:], 0x1000+uint64(i))
+	}
+	fpsimd := make([]byte, tdesc.AArch64FPSIMDSize)
+	for i := range fpsimd {
+		fpsimd[i] = byte(i)
+	}
+	for _, tc := range []struct {
+		name   string
+		fpsimd []byte
+	}{{"general registers", nil}, {"with the vector state", fpsimd}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := NewEngine(Config{Layout: tdesc.AArch64Linux(), Installer: newFakeInstaller()})
+			e.SetFastTracepoints(true)
+			mustOK(t, e, "QTinit", "QTDP:1:401000:E:0:0-", "QTDP:-1:401000:R"+allRegs, "QTStart")
+			e.FastHits([]FastRecord{{TP: findTracepoint(t, e, 1), Regs: regs, FPSIMD: tc.fpsimd, Thread: 0x7000}})
+			if r := send(t, e, "QTFrame:0"); r != "F0T1" {
+				t.Fatalf("QTFrame:0 = %q", r)
+			}
+			got, ok := e.FrameRegisters()
+			if !ok {
+				t.Fatal("no registers")
+			}
+			for i := range tdesc.AArch64CPSR + 1 {
+				if want := 0x1000 + uint64(i); !got.Valid[i] || got.Uint64(i) != want&(1<<(8*got.Layout.Regs[i].Size)-1) {
+					t.Errorf("%s = %#x (valid %v), want %#x", got.Layout.Regs[i].Name, got.Uint64(i), got.Valid[i], want)
+				}
+			}
+			for i := tdesc.AArch64V0; i <= tdesc.AArch64FPCR; i++ {
+				if got.Valid[i] != (tc.fpsimd != nil) {
+					t.Errorf("%s valid %v", got.Layout.Regs[i].Name, got.Valid[i])
+				}
+			}
+			if tc.fpsimd == nil {
+				return
+			}
+			if v := got.Get(tdesc.AArch64V0 + 3); string(v) != string(fpsimd[48:64]) {
+				t.Errorf("v3 = % x, want % x", v, fpsimd[48:64])
+			}
+			for _, r := range []struct{ num, off int }{{tdesc.AArch64FPSR, 512}, {tdesc.AArch64FPCR, 520}} {
+				if want := uint64(binary.LittleEndian.Uint32(fpsimd[r.off:])); got.Uint64(r.num) != want {
+					t.Errorf("%s = %#x, want %#x", got.Layout.Regs[r.num].Name, got.Uint64(r.num), want)
+				}
+			}
+		})
+	}
+}

@@ -154,8 +154,19 @@ func (e *Engine) FrameRegisters() (*tdesc.Regs, bool) {
 // holds a collected value, given what the block holds (from); regs is the
 // block. A jump pad saves the general registers, rip, eflags and the
 // segment selectors, the thread pointer (fs_base) when it could read it,
-// and with XSAVE the x87/SSE/AVX state; never orig_rax or gs_base.
+// and with XSAVE the x87/SSE/AVX state; never orig_rax or gs_base. An
+// arm64 pad saves x0-x30, sp, pc, cpsr, and v0-v31, fpsr, fpcr with its
+// vector state; never the SVE predicates, ffr, vg or pauth masks.
 func collected(from frames.RegsSource, num int, regs *tdesc.Regs) bool {
+	if regs.Layout.Arch == "aarch64" {
+		switch {
+		case from == frames.RegsAll || num <= tdesc.AArch64CPSR:
+			return true
+		case num <= tdesc.AArch64FPCR:
+			return from == frames.RegsGeneralVector
+		}
+		return false
+	}
 	switch {
 	case from == frames.RegsAll || num <= tdesc.GS:
 		return true

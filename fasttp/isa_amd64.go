@@ -1,0 +1,86 @@
+package fasttp
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+
+	"gotpstub/inferior"
+	"gotpstub/jit"
+	"gotpstub/tracing"
+)
+
+// The x86-64 description of the pads' records and clock
+// (jit.BuildJumpPadAMD64); isa_arm64.go is the AArch64 one. Everything
+// else in the data path (lanes, records, merging, the drainer) is the
+// same on both.
+
+// ringRegBytes is the size of a record's register block: jit.PadRegs
+// 8-byte slots in GDB's amd64 numbering.
+const ringRegBytes = jit.PadRegs * 8
+
+// tpRegister says how the pads read a thread's pointer when in.fsBase
+// is set (laneUse).
+const tpRegister = "thread pointer by rdfsbase"
+
+// padThreadPointer says how the pads of process p find a thread's
+// pointer: reg, from a register the thread reads itself (rdfsbase, when
+// the kernel allows it); load, from %fs:0 (every thread's TCB points to
+// itself); neither: every hit goes to the shared lane.
+func padThreadPointer(p *inferior.Process) (reg, load bool) {
+	reg = hasFSBase(p.Pid())
+	return reg, !reg && tcbSelfPointers(p)
+}
+
+// padRecordSize is the size of a full record of this machine's pads
+// (jit.PadRecordSize): header, register block when regs, collectCap bytes of
+// blocks.
+func padRecordSize(regs bool, collectCap uint32) uint64 {
+	return jit.PadRecordSize(regs, collectCap)
+}
+
+// counterPeriod is the length of a time-stamp counter tick in
+// nanoseconds when the architecture says it, 0 when the clock must
+// measure it (the TSC's rate is not readable from user space).
+func counterPeriod() float64 { return 0 }
+
+// fastRegs gives the engine the register bytes of a record with a
+// register block: the block itself is GDB's amd64 numbering, 8 bytes per
+// register (tracing.FastRecord.Regs), and the XSAVE area, if any, is
+// the vector state.
+func fastRegs(h *tracing.FastRecord, r *RingRecord) {
+	h.Regs, h.XSave = r.Regs, r.XSave
+}
+
+// hasFSBase reports whether threads of process pid may use rdfsbase: the
+// kernel's AT_HWCAP2 has HWCAP2_FSGSBASE.
+func hasFSBase(pid int) bool {
+	auxv, err := os.ReadFile(fmt.Sprintf("/proc/%d/auxv", pid))
+	if err != nil {
+		return false
+	}
+	v, _ := inferior.AuxvValue(auxv, inferior.AtHWCap2)
+	return v&inferior.HWCap2FSGSBase != 0
+}
+
+// tcbSelfPointers reports whether the pads may take a thread's pointer
+// from %fs:0 (jit.PadSpec.TPLoad) in this process: every thread with a
+// thread pointer has, at that address, the pointer itself (glibc's and
+// musl's thread control block starts with its own address; a Go program
+// without cgo, for one, keeps something else there), and there is at
+// least one such thread.
+func tcbSelfPointers(p *inferior.Process) bool {
+	seen := false
+	for _, tid := range p.Threads() {
+		fs, err := p.ThreadPointer(tid)
+		if err != nil || fs == 0 {
+			continue
+		}
+		var word [8]byte
+		if n, _ := p.ReadMemory(fs, word[:]); n != 8 || binary.LittleEndian.Uint64(word[:]) != fs {
+			return false
+		}
+		seen = true
+	}
+	return seen
+}

@@ -1,0 +1,52 @@
+package fasttp
+
+import (
+	"gotpstub/inferior"
+	"gotpstub/jit"
+	"gotpstub/tracing"
+)
+
+// The AArch64 description of the pads' records and clock
+// (jit.BuildJumpPadA64); isa_amd64.go is the x86-64 one.
+
+// ringRegBytes is the size of a record's register block: the arm64 pad
+// block, jit.PadRegsARM64 8-byte slots in GDB's aarch64 numbering (x0-x30,
+// sp, pc, cpsr), then q0-q31 (16 bytes each, at jit.PadQRegsARM64), fpsr
+// and fpcr (8 bytes each).
+const ringRegBytes = jit.PadRegBlockARM64
+
+// tpRegister says how the pads read a thread's pointer (laneUse).
+const tpRegister = "thread pointer from tpidr_el0"
+
+// padThreadPointer says how the pads of process p find a thread's
+// pointer: arm64 pads always read tpidr_el0 (reg), readable from EL0
+// everywhere.
+func padThreadPointer(*inferior.Process) (reg, load bool) { return true, false }
+
+// padRecordSize is the size of a full record of this machine's pads
+// (jit.PadRecordSizeARM64): header, register block when regs, collectCap bytes of
+// blocks.
+func padRecordSize(regs bool, collectCap uint32) uint64 {
+	return jit.PadRecordSizeARM64(regs, collectCap)
+}
+
+// counterPeriod is the length of a tick of the virtual counter (the
+// pads' cntvct_el0) in nanoseconds: cntfrq_el0 is architecturally its
+// frequency. 0 (measure it) if the register reads 0.
+func counterPeriod() float64 {
+	if f := cntfrq(); f != 0 {
+		return 1e9 / float64(f)
+	}
+	return 0
+}
+
+// fastRegs gives the engine the register bytes of a record with a
+// register block: its first jit.PadRegsARM64 slots are GDB's aarch64
+// registers 0-33, 8 bytes each (tracing.FastRecord.Regs); the rest, v0-v31
+// (GDB's 34-65) and fpsr, fpcr, is tracing.FastRecord.FPSIMD.
+func fastRegs(h *tracing.FastRecord, r *RingRecord) {
+	if len(r.Regs) < ringRegBytes {
+		return
+	}
+	h.Regs, h.FPSIMD = r.Regs[:jit.PadQRegsARM64], r.Regs[jit.PadQRegsARM64:]
+}
