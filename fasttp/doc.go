@@ -322,7 +322,7 @@
 // arm64 block, jit.PadRegBlockARM64), the record size (padRecordSize),
 // the clock's rate (counterPeriod; tsc_arm64.s reads cntvct_el0 and
 // cntfrq_el0), how the pads find a thread's pointer (padThreadPointer:
-// always tpidr_el0, so threads always own lanes) and how a record's
+// always tpidr_el0, so threads may always own lanes) and how a record's
 // registers reach the engine (fastRegs): x0-x30, sp, pc, cpsr are GDB's
 // aarch64 numbers 0-33 in tracing.FastRecord.Regs, v0-v31, fpsr and fpcr
 // go as tracing.FastRecord.FPSIMD. The stub claims lanes with the
