@@ -127,7 +127,9 @@ func stressCycles(t *testing.T, prog, flag string, cycles int, want []string) {
 }
 
 // stressTracepoints sets stress8.c's three fast tracepoints (site3
-// collecting x and the step d) and returns their numbers.
+// collecting x, the step d and rsp, leaf rsp: a thread's rsp is the same
+// at both, so each leaf frame tells its thread) and returns their
+// numbers.
 func stressTracepoints(t *testing.T, g *miGDB) (site3, entry1, leaf int) {
 	t.Helper()
 	num := func(out string) int {
@@ -139,8 +141,49 @@ func stressTracepoints(t *testing.T, g *miGDB) (site3, entry1, leaf int) {
 		return n
 	}
 	site3 = num(g.mustDo("ftrace *site3"))
-	g.mustDo(fmt.Sprintf(`-break-commands %d "collect $rdi, $rsi"`, site3))
-	return site3, num(g.mustDo("ftrace *entry1_site")), num(g.mustDo("ftrace *leaf_site"))
+	g.mustDo(fmt.Sprintf(`-break-commands %d "collect $rdi, $rsi, $rsp"`, site3))
+	entry1 = num(g.mustDo("ftrace *entry1_site"))
+	leaf = num(g.mustDo("ftrace *leaf_site"))
+	g.mustDo(fmt.Sprintf(`-break-commands %d "collect $rsp"`, leaf))
+	return site3, entry1, leaf
+}
+
+// frameRSP is a frame's collected rsp (GDB's amd64 register 7), 0 if it
+// has none.
+func frameRSP(fr *frames.Frame) uint64 {
+	if regs := fr.Registers(); len(regs) >= 64 {
+		return binary.LittleEndian.Uint64(regs[56:])
+	}
+	return 0
+}
+
+// turnTaking checks that each thread's site3 and leaf frames alternate
+// (a thread passes site3, then leaf, in every iteration): two of either
+// in a row is a hit lost or recorded twice. Threads are told apart by
+// rsp (site3 frames give each rsp its thread's step d).
+func turnTaking(frs []*frames.Frame, site3, leaf int) error {
+	thread := map[uint64]uint64{} // rsp -> d
+	for _, fr := range frs {
+		if regs := fr.Registers(); fr.TPNum == site3 && len(regs) >= 64 {
+			thread[frameRSP(fr)] = binary.LittleEndian.Uint64(regs[32:])
+		}
+	}
+	lastTP, lastNum := map[uint64]int{}, map[uint64]int{}
+	for _, fr := range frs {
+		if fr.TPNum != site3 && fr.TPNum != leaf {
+			continue
+		}
+		rsp := frameRSP(fr)
+		if rsp == 0 {
+			return fmt.Errorf("frame %d (tracepoint %d) has no rsp", fr.Num, fr.TPNum)
+		}
+		if prev, ok := lastTP[rsp]; ok && prev == fr.TPNum {
+			return fmt.Errorf("thread with rsp %#x (step d = %d): frames %d and %d both of tracepoint %d, none of the other between",
+				rsp, thread[rsp], lastNum[rsp], fr.Num, fr.TPNum)
+		}
+		lastTP[rsp], lastNum[rsp] = fr.TPNum, fr.Num
+	}
+	return nil
 }
 
 // whereIsHit says which site3 frames of thread d hold x (the hit a
@@ -197,7 +240,7 @@ func (s *stressStats) check(t *testing.T, i int, tf string, dropped, site3, entr
 			continue
 		}
 		regs := fr.Registers()
-		if len(regs) < 48 {
+		if len(regs) < 64 {
 			t.Fatalf("cycle %d: site3 frame %d has %d bytes of registers", i, fr.Num, len(regs))
 		}
 		d, x := binary.LittleEndian.Uint64(regs[32:]), binary.LittleEndian.Uint64(regs[40:]) // rsi, rdi
@@ -219,6 +262,9 @@ func (s *stressStats) check(t *testing.T, i int, tf string, dropped, site3, entr
 	}
 	for _, r := range runs {
 		s.longest = max(s.longest, r)
+	}
+	if err := turnTaking(trace.Frames, site3, leaf); err != nil {
+		fail("cycle %d: %v", i, err)
 	}
 	c := []int{counts[site3], counts[entry1], counts[leaf]}
 	if slices.Max(c)-slices.Min(c) > stressThreads {
