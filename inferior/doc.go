@@ -71,7 +71,10 @@
 // meanwhile continues at the target of the jump being put in (or taken
 // out). A thread that reports an int3 already taken out (a trap
 // tracepoint's, a breakpoint's, the protocol's; in either mode) runs the
-// instruction now there instead of reporting a SIGTRAP. The
+// instruction now there instead of reporting a SIGTRAP; a thread held at
+// one of the int3s to make the injected call goes on the same way, or
+// back to the int3 (LiveStats.Rewound) — never on past it, into the
+// middle of an instruction. The
 // running threads checked for covered bytes (and AllPCs's) are sent a
 // SIGSTOP together and each resumed as soon as its pc is read. Other
 // threads' statuses collected during a flush are handled after it (a
