@@ -46,6 +46,7 @@ type dropStats struct {
 	// records the engine did not keep (drained before the run started
 	// or after it stopped, or of a tracepoint not installed).
 	unresolved, ignored uint64
+	undrained           int // lanes SyncHit left records in, logged
 }
 
 // drainLoop runs until done is closed (the process is gone; Sync still

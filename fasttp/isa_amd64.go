@@ -68,19 +68,21 @@ func hasFSBase(pid int) bool {
 // thread pointer has, at that address, the pointer itself (glibc's and
 // musl's thread control block starts with its own address; a Go program
 // without cgo, for one, keeps something else there), and there is at
-// least one such thread.
+// least one such thread. Running threads are looked at too when the
+// stub patches live (in non-stop mode every thread may be running at
+// the first tstart: seeing none, every hit went to the shared lane,
+// where one thread preempted in the middle of a record holds back every
+// other thread's records behind it).
 func tcbSelfPointers(p *inferior.Process) bool {
-	seen := false
-	for _, tid := range p.Threads() {
-		fs, err := p.ThreadPointer(tid)
-		if err != nil || fs == 0 {
-			continue
-		}
+	tps, err := p.AllThreadPointers()
+	if err != nil || len(tps) == 0 {
+		return false
+	}
+	for _, fs := range tps {
 		var word [8]byte
 		if n, _ := p.ReadMemory(fs, word[:]); n != 8 || binary.LittleEndian.Uint64(word[:]) != fs {
 			return false
 		}
-		seen = true
 	}
-	return seen
+	return true
 }

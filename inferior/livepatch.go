@@ -320,6 +320,31 @@ func (p *Process) StoppedPCs() []uint64 {
 	return pcs
 }
 
+// AllThreadPointers returns the thread pointers (fs base, tpidr_el0;
+// 0s left out) of the stopped threads and, patching live, of the running
+// ones too, stopped together and each resumed as soon as its pointer is
+// read (as AllPCs). Without live patching the running threads are left
+// out.
+func (p *Process) AllThreadPointers() ([]uint64, error) {
+	var tps []uint64
+	err := p.do(func() error {
+		if p.exitEvent != nil {
+			return ErrExited
+		}
+		read := func(tid int, _ uint64) (uint64, bool) {
+			if tp, err := threadPointer(tid); err == nil && tp != 0 {
+				tps = append(tps, tp)
+			}
+			return 0, false
+		}
+		if p.anyRunning() && p.liveCapable() {
+			return p.relocateAll(read)
+		}
+		return p.relocateStopped(read)
+	})
+	return tps, err
+}
+
 // AllPCs returns every thread's pc, the running ones stopped together
 // and each resumed as soon as its pc is read (patching live only).
 func (p *Process) AllPCs() ([]uint64, error) {

@@ -3,6 +3,7 @@
 package inferior
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -61,5 +62,52 @@ func TestLivePatchWhileRunning(t *testing.T) {
 		if ev := wait(t, p); ev.Kind != SignalStop || ev.Signal != 0 {
 			t.Fatalf("event %+v, want a stop with signal 0", ev)
 		}
+	}
+}
+
+// TestAllThreadPointersRunning: with every thread running and live
+// patching on, AllThreadPointers stops each a moment and returns every
+// thread's fs base, as Registers reads them once the threads are
+// stopped; the threads run on.
+func TestAllThreadPointersRunning(t *testing.T) {
+	if !kernelSyncCore() {
+		t.Skip("the kernel has no SYNC_CORE membarriers")
+	}
+	p := launchNonStop(t, "livepatch")
+	counter := symbol(t, p, "counter")
+	p.SetLivePatching(true)
+	resumeAll(t, p)
+	// The program's threads all started (main and four).
+	for deadline := time.Now().Add(5 * time.Second); len(p.Threads()) < 5 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	tps, err := p.AllThreadPointers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !counterMoves(t, p, counter) {
+		t.Fatal("the threads stopped running")
+	}
+	if err := p.Resume([]Action{{Tid: -1, Stop: true}}); err != nil {
+		t.Fatal(err)
+	}
+	for range p.Threads() {
+		if ev := wait(t, p); ev.Kind != SignalStop || ev.Signal != 0 {
+			t.Fatalf("event %+v, want a stop with signal 0", ev)
+		}
+	}
+	var want []uint64
+	for _, tid := range p.Threads() {
+		tp, err := p.ThreadPointer(tid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, tp)
+	}
+	slices.Sort(tps)
+	slices.Sort(want)
+	if len(want) < 2 || !slices.Equal(tps, want) {
+		t.Errorf("AllThreadPointers %x, want the stopped threads' %x", tps, want)
 	}
 }

@@ -83,6 +83,7 @@ fuzz fasttp FuzzSiteCandidates 300000x
 fuzz fasttp FuzzNextMatch 500000x
 fuzz fasttp FuzzParseMaps 500000x
 fuzz fasttp/a64 FuzzDecodeRelocate 300000x
+fuzz fasttp/a64 FuzzPlanSite 300000x
 fuzz inferior FuzzParseMaps 500000x
 fuzz inferior FuzzStatState 500000x
 fuzz inferior FuzzStatusSigMask 500000x
@@ -102,6 +103,8 @@ fuzz server FuzzResumedPids 300000x
 if command -v qemu-aarch64 >/dev/null 2>&1; then
 	echo "== arm64 JIT backend and instruction relocation under qemu-aarch64"
 	GOARCH=arm64 go test -count=1 -exec qemu-aarch64 ./jit/ ./fasttp/a64/
+	echo "== arm64 records of the jump pads through the drainer into the engine under qemu-aarch64"
+	GOARCH=arm64 go test -count=1 -exec qemu-aarch64 -run 'TestArm64|TestFastHitsAArch64|TestParseLane|TestDrain' ./fasttp/ ./tracing/
 fi
 
 echo "== go test ./..."
