@@ -2,7 +2,6 @@ package jit
 
 import (
 	"bytes"
-	"errors"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -111,29 +110,8 @@ func runFaultDifferential(t *testing.T, m faultDiffMode) {
 				w.ctx.DirectLo, w.ctx.DirectHi = w.dataLo, w.dataHi
 			}
 			jv, jcode := w.run(j.fn)
-			if m.zero && jcode == ErrMemory {
-				t.Fatalf("ErrMemory under ZeroUnreadable on %x:\n%s", j.e.Code, disasm(j.e))
-			}
-			ic, jc := interpClass(ierr), errClass(jcode)
-			if !errors.Is(ic, jc) && !(ic == nil && jc == nil) {
-				t.Fatalf("error class differs on %x (%+v):\n%s\nreference: %v\njit: code %d", j.e.Code, j.opts, disasm(j.e), ierr, jcode)
-			}
-			if ic != nil {
-				classes[ic.Error()]++
-				continue
-			}
-			classes["ok"]++
-			if iv != jv {
-				t.Fatalf("value differs on %x (%+v):\n%s\nreference %#x, jit %#x", j.e.Code, j.opts, disasm(j.e), iv, jv)
-			}
-			if !bytes.Equal(base.frame, w.jitFrame()) {
-				t.Fatalf("frame differs on %x (%+v):\n%s\nreference % x\njit       % x", j.e.Code, j.opts, disasm(j.e), base.frame, w.jitFrame())
-			}
-			for i := range ntsv {
-				if base.tsvs[i] != w.tsvs[i] {
-					t.Fatalf("tsv %d differs on %x:\n%s", i, j.e.Code, disasm(j.e))
-				}
-			}
+			judgeRun(t, w, runOutcome{e: j.e, opts: j.opts, zero: m.zero,
+				iv: iv, ierr: ierr, refFrame: base.frame, refTSVs: base.tsvs[:ntsv], jv: jv, jcode: jcode}, classes)
 		}
 		done += len(jobs)
 	}

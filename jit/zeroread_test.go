@@ -252,29 +252,8 @@ func TestZeroUnreadableDifferential(t *testing.T) {
 				w.ctx.DirectLo, w.ctx.DirectHi = w.dataLo, w.dataHi
 			}
 			jv, jcode := w.run(j.fn)
-			if jcode == ErrMemory {
-				t.Fatalf("ErrMemory under ZeroUnreadable on %x:\n%s", j.e.Code, disasm(j.e))
-			}
-			ic, jc := interpClass(ierr), errClass(jcode)
-			if !errors.Is(ic, jc) && !(ic == nil && jc == nil) {
-				t.Fatalf("error class differs on %x (%+v):\n%s\nreference: %v\njit: code %d", j.e.Code, j.opts, disasm(j.e), ierr, jcode)
-			}
-			if ic != nil {
-				classes[ic.Error()]++
-				continue
-			}
-			classes["ok"]++
-			if iv != jv {
-				t.Fatalf("value differs on %x (%+v):\n%s\nreference %#x, jit %#x", j.e.Code, j.opts, disasm(j.e), iv, jv)
-			}
-			if !bytes.Equal(ie.frame, w.jitFrame()) {
-				t.Fatalf("frame differs on %x:\n%s\nreference % x\njit       % x", j.e.Code, disasm(j.e), ie.frame, w.jitFrame())
-			}
-			for i := range ntsv {
-				if ie.tsvs[i] != w.tsvs[i] {
-					t.Fatalf("tsv %d differs on %x:\n%s", i, j.e.Code, disasm(j.e))
-				}
-			}
+			judgeRun(t, w, runOutcome{e: j.e, opts: j.opts, zero: true,
+				iv: iv, ierr: ierr, refFrame: ie.frame, refTSVs: ie.tsvs[:ntsv], jv: jv, jcode: jcode}, classes)
 		}
 		done += len(jobs)
 	}
@@ -303,6 +282,52 @@ func TestZeroUnreadableArm64Compiles(t *testing.T) {
 			if c.Fallback != "" || len(c.Text) == 0 || len(c.Faults) != 0 {
 				t.Errorf("%s on arm64 with %+v: fallback %q, %d bytes, %d faults", src, opts, c.Fallback, len(c.Text), len(c.Faults))
 			}
+		}
+	}
+}
+
+// runOutcome is one expression's reference result (iv, ierr, its frame
+// and trace state variables) and JIT result (jv, jcode; the frame and
+// variables are the world's), with what describes it in a failure.
+type runOutcome struct {
+	e        *agentexpr.Expr
+	opts     Options
+	zero     bool // under ZeroUnreadable: ErrMemory may not occur
+	iv       uint64
+	ierr     error
+	refFrame []byte
+	refTSVs  []int64
+	jv       uint64
+	jcode    uint64
+}
+
+// judgeRun fails the test when the JIT's run differs from the
+// reference's — error class, value, frame, trace state variables — and
+// counts the outcome's class.
+func judgeRun(t *testing.T, w *world, o runOutcome, classes map[string]int) {
+	t.Helper()
+	code := o.e.Code
+	if o.zero && o.jcode == ErrMemory {
+		t.Fatalf("ErrMemory under ZeroUnreadable on %x:\n%s", code, disasm(o.e))
+	}
+	ic, jc := interpClass(o.ierr), errClass(o.jcode)
+	if !errors.Is(ic, jc) && !(ic == nil && jc == nil) {
+		t.Fatalf("error class differs on %x (%+v):\n%s\nreference: %v\njit: code %d", code, o.opts, disasm(o.e), o.ierr, o.jcode)
+	}
+	if ic != nil {
+		classes[ic.Error()]++
+		return
+	}
+	classes["ok"]++
+	if o.iv != o.jv {
+		t.Fatalf("value differs on %x (%+v):\n%s\nreference %#x, jit %#x", code, o.opts, disasm(o.e), o.iv, o.jv)
+	}
+	if !bytes.Equal(o.refFrame, w.jitFrame()) {
+		t.Fatalf("frame differs on %x (%+v):\n%s\nreference % x\njit       % x", code, o.opts, disasm(o.e), o.refFrame, w.jitFrame())
+	}
+	for i, v := range o.refTSVs {
+		if v != w.tsvs[i] {
+			t.Fatalf("tsv %d differs on %x:\n%s", i, code, disasm(o.e))
 		}
 	}
 }
