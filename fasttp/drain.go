@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -367,6 +368,7 @@ func (in *Installer) reportDrops(l *lanes, lost uint64) {
 // drop counters and the stop word; tracepoint slots are reused. Every
 // thread is stopped, none inside a pad.
 func (in *Installer) StartRun() {
+	in.leavePads()
 	in.drainMu.Lock()
 	defer in.drainMu.Unlock()
 	in.mu.Lock()
@@ -419,4 +421,41 @@ func (in *Installer) drainAll() {
 			return
 		}
 	}
+}
+
+// padExitLooks bounds how many times leavePads looks for threads inside
+// pads, padExitPause apart.
+const (
+	padExitLooks = 20
+	padExitPause = 200 * time.Microsecond
+)
+
+// leavePads waits, with threads running (non-stop, --live-patch), until
+// no thread is inside a pad: each look stops every running thread a
+// moment for its pc (inferior.Process.AllPCs). A thread there may be in
+// the middle of a record of the run that ended, which it would commit
+// into a lane StartRun has just reset: a stale frame of the old run in
+// the new one (its time older than any other; the live stress test saw
+// it standing where the new run's first hits, drained before QTStart had
+// started the run and so dropped, should have been, as a "lost hit").
+// Stopped threads were moved out of pads already (Stabilize).
+func (in *Installer) leavePads() {
+	if in.proc == nil || !in.proc.ThreadsRunning() {
+		return
+	}
+	in.mu.Lock()
+	areas := slices.Clone(in.areas)
+	in.mu.Unlock()
+	if len(areas) == 0 {
+		return
+	}
+	inPad := func(pc uint64) bool { return holding(areas, Range{pc, pc + 1}) >= 0 }
+	for range padExitLooks {
+		pcs, err := in.proc.AllPCs()
+		if err != nil || !slices.ContainsFunc(pcs, inPad) {
+			return
+		}
+		time.Sleep(padExitPause)
+	}
+	in.logf("fast tracepoints: a thread stays inside a pad at the start of a run: a record of the last run may show in this one")
 }
