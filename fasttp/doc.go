@@ -251,8 +251,11 @@
 
 // At QTStart (StartRun) the lanes are emptied, counters and the stop word
 // cleared and tracepoint slots reused, so a new experiment never sees an
-// earlier one's records or errors. Then (prefault.go), every thread being
-// stopped, the stub claims a lane for each thread in the owner table and
+// earlier one's records or errors; with threads running (--live-patch)
+// it first waits until none is inside a pad (leavePads), for one would
+// commit a record of the last run into the emptied lanes. Then
+// (prefault.go) the stub claims a lane for each stopped thread in the
+// owner table (running threads' pads claim theirs at their first hit) and
 // has the process map those lanes' pages (an injected madvise
 // MADV_POPULATE_WRITE, 128 MiB at most): a page first touched in a pad
 // would cost the program a page fault (1-3.5 µs on the VMs measured).
