@@ -47,7 +47,6 @@ type dropStats struct {
 	// records the engine did not keep (drained before the run started
 	// or after it stopped, or of a tracepoint not installed).
 	unresolved, ignored uint64
-	undrained           int // lanes SyncHit left records in, logged
 }
 
 // drainLoop runs until done is closed (the process is gone; Sync still
@@ -365,8 +364,9 @@ func (in *Installer) reportDrops(l *lanes, lost uint64) {
 
 // StartRun prepares a new experiment (tracing.RunStarter): whatever the
 // lanes still hold belongs to the previous one and is discarded, with the
-// drop counters and the stop word; tracepoint slots are reused. Every
-// thread is stopped, none inside a pad.
+// drop counters and the stop word; tracepoint slots are reused. No
+// thread is inside a pad then: stopped ones were moved out (Stabilize),
+// running ones are waited for (leavePads).
 func (in *Installer) StartRun() {
 	in.leavePads()
 	in.drainMu.Lock()
@@ -449,7 +449,7 @@ func (in *Installer) leavePads() {
 	if len(areas) == 0 {
 		return
 	}
-	inPad := func(pc uint64) bool { return holding(areas, Range{pc, pc + 1}) >= 0 }
+	inPad := func(pc uint64) bool { return inAreas(areas, pc) }
 	for range padExitLooks {
 		pcs, err := in.proc.AllPCs()
 		if err != nil || !slices.ContainsFunc(pcs, inPad) {

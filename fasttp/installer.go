@@ -1496,6 +1496,10 @@ func (in *Installer) mapPadLocked(p, size uint64) error {
 // searches of range lists kept in address order.
 func byStartAt(r Range, at uint64) int { return cmp.Compare(r.Start, at) }
 
+// inAreas reports whether pc lies in one of the sorted, merged ranges
+// areas (in.areas: pad memory).
+func inAreas(areas []Range, pc uint64) bool { return holding(areas, Range{pc, pc + 1}) >= 0 }
+
 // holding returns the index of the range of rs (in order, not
 // overlapping) that holds all of r, or -1.
 func holding(rs []Range, r Range) int {

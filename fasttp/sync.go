@@ -26,50 +26,11 @@ func (in *Installer) SyncHit(mem tracing.MemoryAccess) {
 		return
 	}
 	in.hookMem = mem
-	l := in.lanes
 	in.mu.Unlock()
 	in.drainAll()
-	if tp, ok := mem.(threadPointerer); ok {
-		in.checkDrained(l, tp)
-	}
 	in.mu.Lock()
 	in.hookMem = nil
 	in.mu.Unlock()
-}
-
-// threadPointerer is a hit context that knows its thread's pointer.
-type threadPointerer interface {
-	ThreadPointer() (uint64, error)
-}
-
-// checkDrained logs (the first few times in a run) when the lane of
-// the thread stopped at a trap tracepoint still holds records after
-// SyncHit drained: the thread cannot write meanwhile, so its earlier fast
-// tracepoint hits would come after this trap hit's frame.
-func (in *Installer) checkDrained(l *lanes, t threadPointerer) {
-	fs, err := t.ThreadPointer()
-	if err != nil || fs == 0 {
-		return
-	}
-	in.drainMu.Lock()
-	defer in.drainMu.Unlock()
-	own := -1
-	var owners []uint64
-	for i := range ownedLanes {
-		owners = append(owners, l.owner(i))
-		if l.owner(i) == fs && own < 0 {
-			own = i
-		}
-	}
-	if own < 0 {
-		return // the shared lane: other threads may be writing it now
-	}
-	head, tail := load64(l.ctl(), laneHdr(own)+jit.LaneHead), l.tails[own]
-	if head != tail && in.stats.undrained < 20 {
-		in.stats.undrained++
-		in.logf("fast tracepoints: lane %d of thread %#x not drained at its trap hit (owners %x): tail %d, head %d, word at tail %#x",
-			own, fs, owners, tail, head, load64(l.data(own), tail&(l.laneSize-1)))
-	}
 }
 
 // trapHook handles the int3s of the pads and of punned instruction heads.
@@ -118,7 +79,7 @@ func (in *Installer) Stabilize() {
 	if len(areas) == 0 {
 		return
 	}
-	inPad := func(pc uint64) bool { return holding(areas, Range{pc, pc + 1}) >= 0 }
+	inPad := func(pc uint64) bool { return inAreas(areas, pc) }
 	for _, tid := range in.proc.Threads() {
 		regs, err := in.proc.Registers(tid)
 		if err != nil || !inPad(regs.Uint64(tdesc.RIP)) {

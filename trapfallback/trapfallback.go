@@ -253,10 +253,7 @@ func (h hitContext) Registers() (*tdesc.Regs, error) {
 }
 
 func (h hitContext) ReadMemory(a uint64, b []byte) (int, error) { return h.s.ReadMemory(a, b) }
-
-// ThreadPointer is the hitting thread's pointer (fs base, tpidr_el0).
-func (h hitContext) ThreadPointer() (uint64, error)       { return h.s.ThreadPointer() }
-func (h hitContext) WriteMemory(a uint64, b []byte) error { return h.s.WriteMemory(a, b) }
+func (h hitContext) WriteMemory(a uint64, b []byte) error       { return h.s.WriteMemory(a, b) }
 
 // hook runs on the ptrace thread when a thread hits an internal trap.
 func (in *Installer) hook(st *inferior.Stopped) inferior.TrapAction {
