@@ -44,6 +44,16 @@ for fn in FUNCTIONS:
             one(kind, a)
 end`
 
+// everyInsnCase is one run of TestFastTraceEveryInstruction: the build
+// flags, the stub's --ftrace-shapes and the kinds of jumps that must
+// occur (everyInstruction).
+type everyInsnCase struct {
+	name   string
+	flags  []string
+	shapes string
+	want   []string
+}
+
 // A tracepoint at every instruction of several functions (a jump table,
 // loops, calls, a leaf, ret sites), one at a time: with a fast tracepoint
 // the program computes what it computes untraced, and each one counts as
@@ -55,24 +65,7 @@ func TestFastTraceEveryInstruction(t *testing.T) {
 	if isGdbserver(stubPath(t)) {
 		t.Skip("gotpstub's monitor command")
 	}
-	for _, c := range []struct {
-		name   string
-		flags  []string
-		shapes string // --ftrace-shapes
-		want   []string
-	}{
-		{"pie", []string{"-O2"}, "all", []string{"short"}},
-		// A PIE's successor-preserving jumps nearly all find their
-		// pads (a site placed again reuses its pad's pages); without
-		// them the successor evictions are used, and must work too.
-		{"pie, eviction", []string{"-O2"}, "plain,evict,int3", []string{"evicting"}},
-		// From a low image, kept puns whose top byte would put the pad
-		// below 0 take prefixes (PaddedKeepSites).
-		{"nopie", []string{"-O2", "-no-pie"}, "all", []string{"evicting", "short", "kept, prefixed"}},
-		// Without short jumps and eviction, the int3 puns and their
-		// prefixed variants (PaddedSites) are used, and must work too.
-		{"nopie, int3 puns", []string{"-O2", "-no-pie"}, "plain,kept,int3", []string{"int3, prefixed", "int3"}},
-	} {
+	for _, c := range everyInsnCases { // isa_*_test.go
 		t.Run(c.name, func(t *testing.T) {
 			prog := buildC(t, t.TempDir()+"/everyinsn", []string{"everyinsn.c"}, c.flags...)
 			everyInstruction(t, prog, "--ftrace-shapes="+c.shapes, c.want)

@@ -33,3 +33,18 @@ func firstPCRelative(code []byte, _ uint64) (int, bool) {
 	}
 	return 0, false
 }
+
+// everyInsnCases are TestFastTraceEveryInstruction's runs on x86-64.
+var everyInsnCases = []everyInsnCase{
+	{"pie", []string{"-O2"}, "all", []string{"short"}},
+	// A PIE's successor-preserving jumps nearly all find their
+	// pads (a site placed again reuses its pad's pages); without
+	// them the successor evictions are used, and must work too.
+	{"pie, eviction", []string{"-O2"}, "plain,evict,int3", []string{"evicting"}},
+	// From a low image, kept puns whose top byte would put the pad
+	// below 0 take prefixes (PaddedKeepSites).
+	{"nopie", []string{"-O2", "-no-pie"}, "all", []string{"evicting", "short", "kept, prefixed"}},
+	// Without short jumps and eviction, the int3 puns and their
+	// prefixed variants (PaddedSites) are used, and must work too.
+	{"nopie, int3 puns", []string{"-O2", "-no-pie"}, "plain,kept,int3", []string{"int3, prefixed", "int3"}},
+}

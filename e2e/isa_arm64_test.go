@@ -52,6 +52,14 @@ var arm64Tests = map[string]bool{
 	"TestTraceSaveTfileRoundTrip": true, "TestTraceThreadsFrameCount": true,
 	"TestTraceCallJccRipRelative": true, "TestTraceStatusFields": true,
 	"TestCollectOneRegisterFrames": true,
+
+	"TestFastTraceConditionAndCollect": true, "TestFastTraceLanesWrapAround": true,
+	"TestFastTraceDropsCounted": true, "TestFastTraceMixedWithTraps": true,
+	"TestFastTraceFramesSurviveExit": true, "TestFastTraceUnreadableMemory": true,
+	"TestFastTraceCircularOverwrite": true, "TestFastTraceCountsInThePad": true,
+	"TestFastTraceAsTrapIsSaid": true, "TestMonitorFtrace": true,
+	"TestSignalsPassedUnderFastTracing": true, "TestFastTraceEveryInstruction": true,
+	"TestFastTraceAllAtOnce": true,
 }
 
 // skipOnThisISA skips a test arm64Tests does not name.
@@ -77,4 +85,11 @@ func firstPCRelative(code []byte, addr uint64) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// everyInsnCases are TestFastTraceEveryInstruction's runs on arm64: one
+// shape (a b over one instruction), a PIE and a low non-PIE image.
+var everyInsnCases = []everyInsnCase{
+	{"pie", []string{"-O2"}, "all", nil},
+	{"nopie", []string{"-O2", "-no-pie"}, "all", nil},
 }

@@ -12,7 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"golang.org/x/sys/cpu"
 	"golang.org/x/sys/unix"
 
 	"gotpstub/agentexpr"
@@ -78,7 +77,7 @@ type Installer struct {
 	sitePages map[uint64][]*jumpSite
 	bySlot    []*jumpSite        // by tracepoint table slot (maxSlots)
 	padTraps  map[uint64]padTrap // int3 address inside a pad → its role
-	arenas    map[uint64]*arena  // 1 GiB window → current pad area
+	arenas    map[uint64]*arena  // window of code (arenaWindowShift) → current pad area
 	areas     []Range            // every range of pad memory, in order, merged (Stabilize)
 	// spare holds the memory mapped at forced addresses that no pad or
 	// trampoline uses: the rest of each page mapped for one, and those
@@ -113,6 +112,7 @@ type Installer struct {
 	hookMem  memory                            // the stopped thread's memory while a hook runs
 	code     *codeMap                          // which bytes are instructions (codeOracle)
 	shapes   map[Shape]bool                    // the jump shapes allowed (SetShapes; nil: all)
+	guards   []guardRange                      // code mappings and their BTI guard (arm64; read when a site lies in none)
 	// asyncTid is, while the drainer goroutine feeds the engine (the
 	// program may be running), the OS thread that goroutine is locked
 	// to: a Remove made there (the run ended by a pad) leaves the jump
@@ -920,6 +920,13 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 	if err != nil {
 		return err
 	}
+	return in.placeSite(tp, acts) // isa_*.go
+}
+
+// placeX86 places tp's x86-64 jump and pad for acts: the shapes a jump
+// at tp.Addr may take (plain, punned, short, evicting, after a push),
+// the first that gets pad memory.
+func (in *Installer) placeX86(tp *tracing.Tracepoint, acts *padActions) error {
 	// The cheap shapes first (a plain or successor-preserving jump,
 	// SiteCandidates' first ones): where one is free and gets a pad, the
 	// whole list would have given the same site; the others (short jumps
@@ -953,7 +960,7 @@ func (in *Installer) installJump(tp *tracing.Tracepoint) error {
 // relocated instructions).
 func (in *Installer) writePad(base uint64, code []byte, padLen uint64, tail []byte) error {
 	rest := make([]byte, padLen-uint64(len(code))+uint64(len(tail)))
-	n := copy(rest, bytes.Repeat([]byte{0xcc}, int(padLen)-len(code)))
+	n := copy(rest, bytes.Repeat(padFill, (int(padLen)-len(code))/len(padFill)))
 	copy(rest[n:], tail)
 	in.forgetCode(base, padLen+uint64(len(tail)))
 	if err := in.proc.WriteMemoryOwned(base, code); err != nil {
@@ -976,7 +983,7 @@ func (in *Installer) buildPadLocked(spec jit.PadSpec) (*jit.JumpPad, error) {
 			return p, nil
 		}
 	}
-	p, err := jit.BuildJumpPadAMD64(spec)
+	p, err := buildPad(spec) // isa_*.go
 	if err == nil && ok {
 		if in.padTemplates == nil {
 			in.padTemplates = map[jit.PadKey]*jit.JumpPad{}
@@ -1017,46 +1024,10 @@ func (in *Installer) placeJump(tp *tracing.Tracepoint, acts *padActions, cands [
 
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if err := in.ensureCtlLocked(); err != nil {
-		return err
-	}
-	slot, reused := in.slots[tp]
-	if !reused && in.nextSlot >= maxSlots {
-		return errors.New("tracepoint table full")
-	}
-	if !reused {
-		slot = in.nextSlot
-	}
-
 	// Size the pad, then place it and its relocated tail in an arena.
-	spec := jit.PadSpec{
-		TPAddr: tp.Addr, Ctl: in.ctl, TPIndex: slot,
-		Cond: acts.cond, Collect: acts.collect, CollectCap: acts.capBytes, CollectRegs: acts.regs,
-		Lanes: ownedLanes, FSBase: in.fsBase, TPLoad: in.tpLoad, FrameBase: frames.HeaderSize,
-		Uncounted: acts.uncounted,
-		// A hit that collects nothing is one 8-byte word in its
-		// thread's lane.
-		Compact: !acts.regs && len(acts.collect) == 0 && !acts.static && slot <= jit.RecCompactMaxTP,
-	}
-	if acts.frameRegs {
-		spec.FrameBase += uint32(in.engine.RegisterBlockBytes(tp))
-	}
-	if acts.static {
-		// An 'S' block, at least this long (the buffer's room is
-		// checked against a lower bound: the engine finds it full).
-		spec.FrameBase += frames.StaticBlockHeader + uint32(acts.staticMin)
-	}
-	if acts.xsave {
-		// gdb wants x87/SSE/AVX registers too: the pad XSAVEs them.
-		spec.XSaveMask, spec.XSaveSize = tdesc.XSaveMask(cpu.X86.HasAVX), tdesc.XSaveSize(cpu.X86.HasAVX)
-	}
-	if size := padRecordSize(spec.CollectRegs, spec.CollectCap); 2*size > in.lanes.laneSize {
-		return fmt.Errorf("a record of %d bytes does not fit twice in a %d-byte lane", size, in.lanes.laneSize)
-	}
-	// Built once, then placed where its size finds room (Place).
-	pad, err := in.buildPadLocked(spec)
+	spec, slot, reused, pad, err := in.newPadLocked(tp, acts)
 	if err != nil {
-		return fmt.Errorf("building the pad: %w", err)
+		return err
 	}
 	padLen := align16(uint64(len(pad.Code)))
 	site, entry, base, size, own, err := in.placeLocked(cands, func(s Site) uint64 { return padLen + 16*uint64(len(s.Insns)+1) + 64 })
@@ -1106,16 +1077,7 @@ func (in *Installer) placeJump(tp *tracing.Tracepoint, acts *padActions, cands [
 		// is stepped on into the pad (Stabilize).
 		in.areas = unionInsert(in.areas, Range{site.Slot, site.Slot + JumpLen})
 	}
-	if !reused {
-		// A slot reused by a tracepoint placed again keeps its
-		// counters (hits towards the passcount).
-		in.lanes.writeSlot(slot, uint64(tp.PassCount))
-	}
-	in.faultsMu.Lock()
-	for _, f := range pad.Faults {
-		in.faults[f.PC] = f.Recover
-	}
-	in.faultsMu.Unlock()
+	in.readySlotLocked(tp, slot, reused, pad)
 	s := &jumpSite{tp: tp, slot: slot, site: site, pad: pad, padAddr: spec.Addr, entry: entry, heads: heads, traceTime: acts.traceTime,
 		compact: spec.Compact, own: own}
 
@@ -1145,14 +1107,95 @@ func (in *Installer) placeJump(tp *tracing.Tracepoint, acts *padActions, cands [
 		s.puns = append(s.puns, head)
 		in.padTraps[head] = padTrap{site: s, kind: trapPun}
 	}
+	in.commitSiteLocked(s, reused)
+	return nil
+}
+
+// readySlotLocked readies what tp's pad uses before its jump goes in:
+// its table entry (a slot reused by a tracepoint placed again keeps its
+// counters, hits towards the passcount) and the recovery of its plain
+// loads' faults.
+func (in *Installer) readySlotLocked(tp *tracing.Tracepoint, slot uint32, reused bool, pad *jit.JumpPad) {
+	if !reused {
+		in.lanes.writeSlot(slot, uint64(tp.PassCount))
+	}
+	in.faultsMu.Lock()
+	for _, f := range pad.Faults {
+		in.faults[f.PC] = f.Recover
+	}
+	in.faultsMu.Unlock()
+}
+
+// commitSiteLocked records s as placed, its jump in: its table slot
+// taken, indexed by address and slot, collection on.
+func (in *Installer) commitSiteLocked(s *jumpSite, reused bool) {
 	if !reused {
 		in.nextSlot++
-		in.slots[tp] = slot
+		in.slots[s.tp] = s.slot
 	}
 	in.addSiteLocked(s)
-	in.bySlot[slot] = s
+	in.bySlot[s.slot] = s
 	in.setActiveLocked(true)
-	return nil
+}
+
+// newPadLocked builds tp's pad for acts, not yet placed (jit.JumpPad's
+// Place gives it its address and its tail's), with its spec and table
+// slot (padSlotLocked).
+func (in *Installer) newPadLocked(tp *tracing.Tracepoint, acts *padActions) (spec jit.PadSpec, slot uint32, reused bool, pad *jit.JumpPad, err error) {
+	if slot, reused, err = in.padSlotLocked(tp); err != nil {
+		return
+	}
+	if spec, err = in.padSpecLocked(tp, acts, slot); err != nil {
+		return
+	}
+	if pad, err = in.buildPadLocked(spec); err != nil {
+		err = fmt.Errorf("building the pad: %w", err)
+	}
+	return
+}
+
+// padSlotLocked maps the control block and lanes on first use and
+// returns tp's index in the tracepoint table: the one it had when placed
+// before (reused: its counters are kept), else the next free one.
+func (in *Installer) padSlotLocked(tp *tracing.Tracepoint) (slot uint32, reused bool, err error) {
+	if err := in.ensureCtlLocked(); err != nil {
+		return 0, false, err
+	}
+	slot, reused = in.slots[tp]
+	if !reused && in.nextSlot >= maxSlots {
+		return 0, false, errors.New("tracepoint table full")
+	}
+	if !reused {
+		slot = in.nextSlot
+	}
+	return slot, reused, nil
+}
+
+// padSpecLocked returns the spec of tp's pad for acts, at table index
+// slot (its addresses are filled in once it is placed).
+func (in *Installer) padSpecLocked(tp *tracing.Tracepoint, acts *padActions, slot uint32) (jit.PadSpec, error) {
+	spec := jit.PadSpec{
+		TPAddr: tp.Addr, Ctl: in.ctl, TPIndex: slot,
+		Cond: acts.cond, Collect: acts.collect, CollectCap: acts.capBytes, CollectRegs: acts.regs,
+		Lanes: ownedLanes, FSBase: in.fsBase, TPLoad: in.tpLoad, FrameBase: frames.HeaderSize,
+		Uncounted: acts.uncounted,
+		// A hit that collects nothing is one 8-byte word in its
+		// thread's lane.
+		Compact: !acts.regs && len(acts.collect) == 0 && !acts.static && slot <= jit.RecCompactMaxTP,
+	}
+	if acts.frameRegs {
+		spec.FrameBase += uint32(in.engine.RegisterBlockBytes(tp))
+	}
+	if acts.static {
+		// An 'S' block, at least this long (the buffer's room is
+		// checked against a lower bound: the engine finds it full).
+		spec.FrameBase += frames.StaticBlockHeader + uint32(acts.staticMin)
+	}
+	vectorState(&spec, acts) // isa_*.go
+	if size := padRecordSize(spec.CollectRegs, spec.CollectCap); 2*size > in.lanes.laneSize {
+		return spec, fmt.Errorf("a record of %d bytes does not fit twice in a %d-byte lane", size, in.lanes.laneSize)
+	}
+	return spec, nil
 }
 
 // quickCandidates reads the code at addr and lists the cheap shapes a
@@ -1321,12 +1364,13 @@ func (in *Installer) ensureCtlLocked() error {
 	return nil
 }
 
-// arenaSpaceLocked returns size bytes of pad space within rel32 reach of
-// addr.
+// arenaSpaceLocked returns size bytes of pad space within a jump's
+// reach (padReach) of addr: in the arena of addr's window, or in a new
+// one mapped near addr when that one is full or out of reach.
 func (in *Installer) arenaSpaceLocked(addr, size uint64) (uint64, error) {
-	window := addr >> 30
+	window := addr >> arenaWindowShift
 	a := in.arenas[window]
-	if a == nil || a.used+size > arenaSize {
+	if a == nil || a.used+size > arenaSize || !arenaReaches(a.base+a.used, addr) {
 		base, err := in.proc.AllocateScratch(addr, arenaSize)
 		if err != nil {
 			return 0, fmt.Errorf("mapping a pad area: %w", err)
@@ -1340,11 +1384,18 @@ func (in *Installer) arenaSpaceLocked(addr, size uint64) (uint64, error) {
 		in.areas = unionInsert(in.areas, Range{base, base + arenaSize})
 	}
 	p := a.base + a.used
-	if d := int64(p - addr); d > 1<<31-arenaSize || d < -(1<<31)+arenaSize {
+	if !arenaReaches(p, addr) {
 		return 0, fmt.Errorf("pad area %#x out of jump range of %#x", p, addr)
 	}
 	a.used += align16(size)
 	return p, nil
+}
+
+// arenaReaches reports whether a jump at addr reaches the whole arena
+// from p on.
+func arenaReaches(p, addr uint64) bool {
+	d := int64(p - addr)
+	return d <= padReach-arenaSize && d >= -padReach+arenaSize
 }
 
 // unreserveArenaLocked gives back the space arenaSpaceLocked just
@@ -1651,7 +1702,7 @@ func compileActions(tp *tracing.Tracepoint, static func(addr uint64) (tracing.St
 				return nil, fmt.Errorf("%s uses trace state variable %d (kept by the stub: traps only)", what, num)
 			}
 		}
-		c, err := jit.Compile(e, "amd64", opts)
+		c, err := jit.Compile(e, jitArch, opts)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"os"
 
+	"golang.org/x/sys/cpu"
+
 	"gotpstub/inferior"
 	"gotpstub/jit"
+	"gotpstub/tdesc"
 	"gotpstub/tracing"
 )
 
@@ -14,6 +17,37 @@ import (
 // (jit.BuildJumpPadAMD64); isa_arm64.go is the AArch64 one. Everything
 // else in the data path (lanes, records, merging, the drainer) is the
 // same on both.
+
+// jitArch is the JIT backend the pads' conditions and collections are
+// compiled with (jit.Compile).
+const jitArch = "amd64"
+
+// padReach is how far a jump to a pad reaches either way: a jmp rel32's
+// ±2 GB. arenaWindowShift sizes the windows of code that share an arena
+// (1 GB: every site of one reaches an arena mapped near the first).
+const (
+	padReach         = 1 << 31
+	arenaWindowShift = 30
+)
+
+// padFill fills a pad's room after its code: int3s.
+var padFill = []byte{0xcc}
+
+// buildPad builds the pad of spec.
+func buildPad(spec jit.PadSpec) (*jit.JumpPad, error) { return jit.BuildJumpPadAMD64(spec) }
+
+// placeSite places tp's jump and pad (placeX86).
+func (in *Installer) placeSite(tp *tracing.Tracepoint, acts *padActions) error {
+	return in.placeX86(tp, acts)
+}
+
+// vectorState has the pad of spec XSAVE the vector state when gdb
+// collects an x87, SSE or AVX register (acts.xsave).
+func vectorState(spec *jit.PadSpec, acts *padActions) {
+	if acts.xsave {
+		spec.XSaveMask, spec.XSaveSize = tdesc.XSaveMask(cpu.X86.HasAVX), tdesc.XSaveSize(cpu.X86.HasAVX)
+	}
+}
 
 // ringRegBytes is the size of a record's register block: jit.PadRegs
 // 8-byte slots in GDB's amd64 numbering.

@@ -9,6 +9,34 @@ import (
 // The AArch64 description of the pads' records and clock
 // (jit.BuildJumpPadA64); isa_amd64.go is the x86-64 one.
 
+// jitArch is the JIT backend the pads' conditions and collections are
+// compiled with (jit.Compile).
+const jitArch = "arm64"
+
+// padReach is how far a jump to a pad reaches either way: a b's ±128
+// MB. arenaWindowShift sizes the windows of code that share an arena (64
+// MB: every site of one reaches an arena mapped near the first, unless
+// the nearest free memory is far; arenaSpaceLocked then maps another).
+const (
+	padReach         = 1 << 27
+	arenaWindowShift = 26
+)
+
+// padFill fills a pad's room after its code: brk #0 words.
+var padFill = []byte{0x00, 0x00, 0x20, 0xd4}
+
+// buildPad builds the pad of spec.
+func buildPad(spec jit.PadSpec) (*jit.JumpPad, error) { return jit.BuildJumpPadA64(spec) }
+
+// placeSite places tp's jump and pad (placeA64).
+func (in *Installer) placeSite(tp *tracing.Tracepoint, acts *padActions) error {
+	return in.placeA64(tp, acts)
+}
+
+// vectorState: an arm64 register block always holds v0-v31, fpsr and
+// fpcr (jit.PadRegBlockARM64); nothing more to save.
+func vectorState(*jit.PadSpec, *padActions) {}
+
 // ringRegBytes is the size of a record's register block: the arm64 pad
 // block, jit.PadRegsARM64 8-byte slots in GDB's aarch64 numbering (x0-x30,
 // sp, pc, cpsr), then q0-q31 (16 bytes each, at jit.PadQRegsARM64), fpsr

@@ -83,7 +83,23 @@ type Site struct {
 	// runs in place and the pad records the registers as before it. 0
 	// for a jump at the tracepoint's address.
 	Lead int
+	// Word: the patch is one fixed-length instruction replacing exactly
+	// the Covered bytes (arm64's `b pad` over one 4-byte instruction,
+	// WordSite); none of the x86 shapes' fields above is used.
+	Word bool
 }
+
+// insnCount is the number of instructions s covers.
+func (s Site) insnCount() int {
+	if s.Word {
+		return 1
+	}
+	return len(s.Insns)
+}
+
+// WordSite is the site of a fixed-length ISA's jump at addr: one
+// n-byte instruction replaced by one n-byte branch to the pad.
+func WordSite(addr uint64, n int) Site { return Site{Addr: addr, Covered: n, Word: true} }
 
 // PadPrefix is the redundant prefix of a padded jump: a DS segment
 // override, which a near jump ignores in 64-bit mode (Linux pads jumps
@@ -102,6 +118,9 @@ func (s Site) jumpLen() int { return s.Prefix + JumpLen }
 // jump; for a short-jump site, only the short jump (its slot is apart:
 // Overlaps). Nothing else may write there while the jump is in.
 func (s Site) Footprint() int {
+	if s.Word {
+		return s.Covered
+	}
 	if s.Slot != 0 {
 		return s.Covered + s.Keep
 	}

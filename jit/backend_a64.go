@@ -123,6 +123,10 @@ func (g *a64gen) gen() error {
 			continue
 		}
 		in := insns[i]
+		if n := g.atomicAdd(i); n > 0 {
+			i += n
+			continue
+		}
 		if !g.opts.NoFuse && i+1 < len(insns) && insns[i+1].Op == agentexpr.OpIfGoto && !g.f.isTarget[i+1] {
 			c, ok := map[agentexpr.Op]a64cond{agentexpr.OpEqual: a64EQ, agentexpr.OpLessSigned: a64LT,
 				agentexpr.OpLessUnsigned: a64LO, agentexpr.OpLogNot: a64EQ}[in.Op]
@@ -214,6 +218,34 @@ func (g *a64gen) countJump() {
 	a.subsImm(9, 9, 1)
 	a.str(9, xsp, g.jumpsLeft)
 	g.errIf(a64EQ, ErrSteps)
+}
+
+// atomicAdd emits gdb's `teval $n = $n + K` at instruction i (tsvAdd)
+// as an exclusive load/store loop adding K to the variable (ldaxr, add,
+// stlxr, retried until the store succeeds: ARMv8.0 has no LSE ldadd); it
+// returns how many instructions after i it took (0: no such sequence
+// there). The new value is the top, as setv leaves it.
+func (g *a64gen) atomicAdd(i int) int {
+	n, k, last, ok := tsvAdd(g.e, g.f, i)
+	if !ok {
+		return 0
+	}
+	a := &g.a
+	g.push(g.f.depth[i])
+	g.tsvCheck(n) // getv's check: ErrTSV for an unknown variable
+	g.errIf(a64LS, ErrTSV)
+	a.ldr(9, aCtx, CtxTSVs, 8)
+	a.addLSL(9, 9, 10, 3)
+	a.movImm(11, k)
+	retry := a.pos()
+	a.ldaxr(aTop, 9)
+	a.add(aTop, aTop, 11)
+	a.stlxr(12, aTop, 9)
+	a.patch(a.cbnz(12), retry)
+	for j := i + 1; j <= last; j++ {
+		g.labels[j] = a.pos()
+	}
+	return last - i
 }
 
 // tsvCheck compares variable n with the count (flags: count vs n) and

@@ -2,7 +2,6 @@ package jit
 
 import (
 	"fmt"
-	"math"
 	"sort"
 
 	"gotpstub/agentexpr"
@@ -533,43 +532,20 @@ func (g *x86gen) countJump() {
 	g.jccErr(condE, ErrSteps)
 }
 
-// atomicAdd emits `getv N; const K; add; [ext 64;] setv N` (gdb's `teval
-// $n = $n + K`: gdb puts the no-op ext 64 in) at instruction i as one
-// LOCK XADD on the variable, so that threads adding to it at once in jump
-// pads lose no update; it returns how many instructions after i it took
-// (0: no such sequence there).
+// atomicAdd emits gdb's `teval $n = $n + K` at instruction i (tsvAdd)
+// as one LOCK XADD on the variable; it returns how many instructions
+// after i it took (0: no such sequence there).
 func (g *x86gen) atomicAdd(i int) int {
-	insns := g.e.Insns
-	last := i + 3
-	if last < len(insns) && insns[last].Op == agentexpr.OpExt && insns[last].Imm == 64 {
-		last++
-	}
-	if last >= len(insns) {
+	n, k, last, ok := tsvAdd(g.e, g.f, i)
+	if !ok {
 		return 0
-	}
-	get, k, add, set := insns[i], insns[i+1], insns[i+2], insns[last]
-	if get.Op != agentexpr.OpGetv || add.Op != agentexpr.OpAdd || set.Op != agentexpr.OpSetv || get.Imm != set.Imm {
-		return 0
-	}
-	switch k.Op {
-	case agentexpr.OpConst8, agentexpr.OpConst16, agentexpr.OpConst32:
-	default:
-		return 0
-	}
-	if k.Imm > math.MaxInt32 {
-		return 0
-	}
-	for j := i + 1; j <= last; j++ {
-		if g.f.isTarget[j] {
-			return 0
-		}
 	}
 	a := &g.a
 	g.pushTop(g.f.depth[i])
-	g.tsvSlot(get.Imm) // getv's check: ErrTSV for an unknown variable
-	a.movImm(rAX, k.Imm)
-	a.lockXadd(at(rCX, int32(8*get.Imm)), rAX)
-	a.aluRI(aluAdd, rAX, int32(k.Imm))
+	g.tsvSlot(n) // getv's check: ErrTSV for an unknown variable
+	a.movImm(rAX, k)
+	a.lockXadd(at(rCX, int32(8*n)), rAX)
+	a.aluRI(aluAdd, rAX, int32(k))
 	for j := i + 1; j <= last; j++ {
 		g.labels[j] = a.pos()
 	}

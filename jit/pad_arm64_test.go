@@ -884,3 +884,47 @@ func TestPadA64Threads(t *testing.T) {
 		})
 	}
 }
+
+// TestPadA64AtomicTSVAdd: threads hitting one pad at once whose action
+// is gdb's `teval $n = $n + 1` (an exclusive load/store loop, tsvAdd)
+// lose no increment, and the sequence's value is the variable's new
+// value (a condition `$n = $n + 1`, never 0, holds on every hit).
+func TestPadA64AtomicTSVAdd(t *testing.T) {
+	const threads, hits = 4, 3000
+	r := newA64Rig(t, 2, 1<<20)
+	r.store(r.tp(3)+TPPassCount, threads*hits+1)
+	r.install(t, PadSpec{TPIndex: 3,
+		Cond:    compileA64(t, "getv 6; const8 1; add; ext 64; setv 6; end"),
+		Collect: []*Code{compileA64(t, "getv 7; const8 3; add; setv 7; pop; end")}})
+	var wg sync.WaitGroup
+	for th := 0; th < threads; th++ {
+		stack, err := unix.Mmap(-1, 0, a64StackSize+pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Munmap(stack) })
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			state, top := stack[a64StackSize:], uintptr(unsafe.Pointer(&stack[0]))+a64StackSize
+			in := a64Pattern(0, 0)
+			for range hits {
+				in.put(state)
+				callJIT(r.driver, uintptr(unsafe.Pointer(&state[0])), 0, top)
+			}
+		}()
+	}
+	wg.Wait()
+	tsv := func(n int) uint64 { return binary.LittleEndian.Uint64(r.mem[a64TSVOff+8*n:]) }
+	if got := tsv(6); got != threads*hits {
+		t.Errorf("$6 = %d after %d hits", got, threads*hits)
+	}
+	if got := tsv(7); got != 3*threads*hits {
+		t.Errorf("$7 = %d, want %d", got, 3*threads*hits)
+	}
+	if got := r.load(r.tp(3) + TPHits); got != threads*hits {
+		t.Errorf("hits %d, want %d (the condition held every time)", got, threads*hits)
+	}
+}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 
@@ -44,13 +45,14 @@ func (s *Server) logJIT(pkt []byte) {
 	}
 }
 
-// jitVerdict compiles e (optimised) for amd64 and says how it went.
+// jitVerdict compiles e (optimised) for this machine's ISA, the
+// inferior's, and says how it went.
 func jitVerdict(e *agentexpr.Expr) string {
 	opt, err := agentexpr.Optimize(e)
 	if err != nil {
 		opt = e
 	}
-	code, err := jit.Compile(opt, "amd64", jit.Options{})
+	code, err := jit.Compile(opt, runtime.GOARCH, jit.Options{})
 	switch {
 	case err != nil:
 		return fmt.Sprintf("not compiled (%v); the interpreter runs it", err)

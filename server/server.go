@@ -289,7 +289,7 @@ func (s *Server) setProcess(p *inferior.Process, attached bool) {
 	if n := s.cfg.ThreadLaneAhead; n != nil {
 		s.traps.SetThreadLaneAhead(*n)
 	}
-	s.trace.SetInstaller(tracepointInstaller(s.traps, traps))
+	s.trace.SetInstaller(s.traps) // jump pads, with the trap installer behind them
 	s.markers = &markerSource{pid: p.Pid()}
 	s.markerList = nil
 	s.trace.SetStaticData(s.markers)
