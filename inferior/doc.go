@@ -75,8 +75,9 @@
 // one of the int3s to make the injected call goes on the same way, or
 // back to the int3 (LiveStats.Rewound) — never on past it, into the
 // middle of an instruction. The
-// running threads checked for covered bytes (and AllPCs's) are sent a
-// SIGSTOP together and each resumed as soon as its pc is read. Other
+// running threads checked for covered bytes (and those AllPCs and
+// AllThreadPointers read: one walk, readThreads) are sent a SIGSTOP
+// together and each resumed as soon as it is read. Other
 // threads' statuses collected during a flush are handled after it (a
 // thread stopped by an int3 is never moved meanwhile: its pc is past
 // the int3). LiveStats counts what it did and the longest stop of a

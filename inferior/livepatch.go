@@ -327,20 +327,10 @@ func (p *Process) StoppedPCs() []uint64 {
 // out.
 func (p *Process) AllThreadPointers() ([]uint64, error) {
 	var tps []uint64
-	err := p.do(func() error {
-		if p.exitEvent != nil {
-			return ErrExited
+	err := p.readThreads("", func(tid int, _ uint64) {
+		if tp, err := threadPointer(tid); err == nil && tp != 0 {
+			tps = append(tps, tp)
 		}
-		read := func(tid int, _ uint64) (uint64, bool) {
-			if tp, err := threadPointer(tid); err == nil && tp != 0 {
-				tps = append(tps, tp)
-			}
-			return 0, false
-		}
-		if p.anyRunning() && p.liveCapable() {
-			return p.relocateAll(read)
-		}
-		return p.relocateStopped(read)
 	})
 	return tps, err
 }
@@ -349,19 +339,37 @@ func (p *Process) AllThreadPointers() ([]uint64, error) {
 // and each resumed as soon as its pc is read (patching live only).
 func (p *Process) AllPCs() ([]uint64, error) {
 	var pcs []uint64
-	err := p.do(func() error {
+	err := p.readThreads("reading pcs", func(_ int, pc uint64) {
+		pcs = append(pcs, pc)
+	})
+	return pcs, err
+}
+
+// readThreads is AllThreadPointers's and AllPCs's walk of the threads,
+// on the ptrace goroutine: it offers read the id and pc of each thread,
+// moving none. While some thread runs and live patching is available,
+// every thread is offered (relocateAll: the running ones stopped
+// together, each resumed as soon as read returns); otherwise only the
+// stopped ones (relocateStopped) — unless what names the reading, for
+// which a running thread is then an error (ErrRunning; nothing read).
+// ErrExited once the process has exited.
+func (p *Process) readThreads(what string, read func(tid int, pc uint64)) error {
+	return p.do(func() error {
 		if p.exitEvent != nil {
 			return ErrExited
 		}
-		if p.anyRunning() && !p.liveCapable() {
-			return fmt.Errorf("reading pcs: %w", ErrRunning)
-		}
-		return p.relocateAll(func(_ int, pc uint64) (uint64, bool) {
-			pcs = append(pcs, pc)
+		f := func(tid int, pc uint64) (uint64, bool) {
+			read(tid, pc)
 			return 0, false
-		})
+		}
+		switch running := p.anyRunning(); {
+		case running && p.liveCapable():
+			return p.relocateAll(f)
+		case running && what != "":
+			return fmt.Errorf("%s: %w", what, ErrRunning)
+		}
+		return p.relocateStopped(f)
 	})
-	return pcs, err
 }
 
 // relocateStopped moves the stopped threads f maps.
