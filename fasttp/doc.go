@@ -253,7 +253,12 @@
 // cleared and tracepoint slots reused, so a new experiment never sees an
 // earlier one's records or errors; with threads running (--live-patch)
 // it first waits until none is inside a pad (leavePads), for one would
-// commit a record of the last run into the emptied lanes. Then
+// commit a record of the last run into the emptied lanes: it looks at
+// every thread's pc (AllPCs), up to 20 times 200 µs apart, until none
+// is, its first look being, when there is one, the look that freed
+// quarantined memory at the start of QTStart's Batch (collection off
+// since: a thread that entered a pad after it writes nothing), so that
+// a tstart stops the running threads once for their pcs, not twice. Then
 // (prefault.go) the stub claims a lane for each stopped thread in the
 // owner table (running threads' pads claim theirs at their first hit) and
 // has the process map those lanes' pages (an injected madvise

@@ -365,8 +365,10 @@ func (in *Installer) reportDrops(l *lanes, lost uint64) {
 // StartRun prepares a new experiment (tracing.RunStarter): whatever the
 // lanes still hold belongs to the previous one and is discarded, with the
 // drop counters and the stop word; tracepoint slots are reused. No
-// thread is inside a pad then: stopped ones were moved out (Stabilize),
-// running ones are waited for (leavePads).
+// thread is inside a pad then with a record to commit: stopped ones were
+// moved out (Stabilize), running ones are waited for (leavePads; when
+// releaseQuarantine looked at their pcs at the start of the same Batch,
+// QTStart's, that look may serve).
 func (in *Installer) StartRun() {
 	in.leavePads()
 	in.drainMu.Lock()
@@ -423,6 +425,17 @@ func (in *Installer) drainAll() {
 	}
 }
 
+// takeLookLocked returns the pcs releaseQuarantine kept (in.look) if
+// they may serve leavePads as its first look (ok), and drops them.
+func (in *Installer) takeLookLocked() (pcs []uint64, ok bool) {
+	pcs, ok = in.look, in.lookOK && in.lookOn == in.switchedOn
+	in.look, in.lookOK = nil, false
+	if !ok {
+		return nil, false
+	}
+	return pcs, true
+}
+
 // padExitLooks bounds how many times leavePads looks for threads inside
 // pads, padExitPause apart.
 const (
@@ -439,20 +452,64 @@ const (
 // it standing where the new run's first hits, drained before QTStart had
 // started the run and so dropped, should have been, as a "lost hit").
 // Stopped threads were moved out of pads already (Stabilize).
+//
+// Why one look that finds no thread inside is enough, though the threads
+// run on until the reset: collection is off (the run is over: the last
+// Remove or a pad switched it off), and every pad's first instructions
+// leave at once when it is (jit's fastExit, before anything is
+// reserved). A thread that enters a pad after the look has no record to
+// commit.
+//
+// The same argument lets the first look be an older one: the pcs
+// releaseQuarantine read at the start of this Batch (QTStart's, whose
+// first step is StartRun), when it had quarantined memory to free (a
+// tstart after a tstop made with threads running): in.look. Then a
+// tstart stops the running threads for their pcs once, not twice. That
+// look serves when collection was off when it began and has not been
+// switched on since (in.lookOn == in.switchedOn; only the stub switches
+// it on, setActiveLocked, and pads only switch it off):
+//   - a thread it found outside every pad that is inside one now
+//     entered it since, with collection off, and writes nothing; so
+//     does a thread started since (it starts outside every pad);
+//   - a thread it did not see had stopped at an int3 or after a step
+//     (AllPCs leaves those out, their pc past the instruction): if the
+//     look handled that stop, it sent the thread on from an int3 of the
+//     live protocol's, outside every pad, and any pad it is in now it
+//     entered since; if not, the thread is still stopped (its stop waits
+//     while the Batch holds the ptrace goroutine) and a look now would
+//     leave it out too;
+//   - the collection word the stub read as 0 before the look is what
+//     every thread reads after it: each running one was stopped and
+//     resumed by the look (a kernel round trip) or started since.
+//
+// Should that look have found a thread inside a pad, it counts as the
+// first look and the next is taken padExitPause later. The kept look
+// lasts only for its Batch (endBatch drops it): the Batch holds the
+// process (inferior.Process.Exclusive), so between the two points only
+// the Batch's own code runs in the stub, and the jumps it puts in or
+// takes out with threads running are patched at its end (inferior
+// queues live patches until then).
 func (in *Installer) leavePads() {
 	if in.proc == nil || !in.proc.ThreadsRunning() {
 		return
 	}
 	in.mu.Lock()
 	areas := slices.Clone(in.areas)
+	pcs, kept := in.takeLookLocked()
 	in.mu.Unlock()
 	if len(areas) == 0 {
 		return
 	}
 	inPad := func(pc uint64) bool { return inAreas(areas, pc) }
 	for range padExitLooks {
-		pcs, err := in.proc.AllPCs()
-		if err != nil || !slices.ContainsFunc(pcs, inPad) {
+		if !kept {
+			var err error
+			if pcs, err = in.proc.AllPCs(); err != nil {
+				return
+			}
+		}
+		kept = false
+		if !slices.ContainsFunc(pcs, inPad) {
 			return
 		}
 		time.Sleep(padExitPause)

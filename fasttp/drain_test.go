@@ -152,6 +152,33 @@ func TestStartRunDiscardsOldRecords(t *testing.T) {
 	}
 }
 
+// TestKeptLookLastsWhileCollectionOff: the pcs releaseQuarantine kept
+// serve leavePads once, and not after collection was switched on since
+// (a thread could then have entered a pad and be writing a record).
+func TestKeptLookLastsWhileCollectionOff(t *testing.T) {
+	r := newDrainRig(t, 64<<10, false, false)
+	in := r.in
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	keep := func() {
+		in.look, in.lookOK, in.lookOn = []uint64{0x1000}, true, in.switchedOn
+	}
+	keep()
+	in.setActiveLocked(false)
+	if pcs, ok := in.takeLookLocked(); !ok || len(pcs) != 1 {
+		t.Errorf("kept look %x, %v: want it to serve", pcs, ok)
+	}
+	if _, ok := in.takeLookLocked(); ok {
+		t.Error("a kept look served twice")
+	}
+	keep()
+	in.setActiveLocked(true)
+	in.setActiveLocked(false) // a pad, or the stub, switching it off again changes nothing
+	if _, ok := in.takeLookLocked(); ok {
+		t.Error("a look kept before collection was switched on served")
+	}
+}
+
 // BenchmarkDrain measures the drainer: records per second from the lanes
 // into the trace buffer, a quarter lane at a time (passes of at most
 // maxDrainBatch records until the lane is empty), without and with

@@ -130,6 +130,15 @@ type Installer struct {
 	// quarantine holds the memory of jumps taken out while threads ran
 	// (jumpSite.own): spare once no thread is found inside.
 	quarantine []Range
+	// look is the pcs releaseQuarantine read at the start of the Batch
+	// under way, with collection off when the look began (lookOK;
+	// dropped at the Batch's end), for leavePads to use instead of a
+	// look of its own unless collection was switched on since:
+	// switchedOn counts the times (setActiveLocked), lookOn is what it
+	// was then. See leavePads.
+	look               []uint64
+	lookOK             bool
+	lookOn, switchedOn uint64
 	// codePages is the code read during a Batch (codecache.go); nil
 	// outside one. codeMu guards it.
 	codeMu    sync.Mutex
@@ -346,10 +355,14 @@ func lazierGC() (restore func()) {
 }
 
 // releaseQuarantine makes the quarantined memory no thread is inside
-// spare: each running thread is stopped a moment for its pc.
+// spare: each running thread is stopped a moment for its pc. Taken with
+// collection off, those pcs are kept for the Batch's StartRun (in.look;
+// leavePads says why they can serve it).
 func (in *Installer) releaseQuarantine() {
 	in.mu.Lock()
 	q := in.quarantine
+	// Read before the look (leavePads).
+	off, on := in.lanes == nil || !in.lanes.active(), in.switchedOn
 	in.mu.Unlock()
 	if len(q) == 0 {
 		return
@@ -361,6 +374,9 @@ func (in *Installer) releaseQuarantine() {
 	}
 	in.mu.Lock()
 	defer in.mu.Unlock()
+	if off {
+		in.look, in.lookOK, in.lookOn = pcs, true, on
+	}
 	kept := in.quarantine[:0]
 	for _, r := range in.quarantine {
 		if slices.ContainsFunc(pcs, func(pc uint64) bool { return r.Start <= pc && pc < r.End }) {
@@ -389,6 +405,7 @@ func (in *Installer) endBatch() {
 	if in.batches == 0 {
 		sites, in.unmoved = in.unmoved, nil
 		in.mapped, in.pcs, in.freeOK = nil, nil, false
+		in.look, in.lookOK = nil, false
 		in.codeMu.Lock()
 		in.codePages = nil
 		in.codeMu.Unlock()
@@ -891,6 +908,9 @@ func (in *Installer) writeJump(site Site, pad uint64) error {
 // on, it wakes the drainer (once: each wake costs a context switch, and
 // a tstart placing 1,000 jumps switches it on 1,000 times).
 func (in *Installer) setActiveLocked(on bool) {
+	if on {
+		in.switchedOn++ // a look at the pcs taken before serves no more (leavePads)
+	}
 	was := false
 	if in.lanes != nil {
 		was = in.lanes.active()
