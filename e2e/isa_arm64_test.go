@@ -59,7 +59,11 @@ var arm64Tests = map[string]bool{
 	"TestFastTraceCircularOverwrite": true, "TestFastTraceCountsInThePad": true,
 	"TestFastTraceAsTrapIsSaid": true, "TestMonitorFtrace": true,
 	"TestSignalsPassedUnderFastTracing": true, "TestFastTraceEveryInstruction": true,
-	"TestFastTraceAllAtOnce": true,
+	"TestFastTraceAllAtOnce": true, "TestFastTraceInterruptUnderLoad": true,
+	"TestFastTraceDivisionByZeroStopsRun": true, "TestFastTraceLoopingConditionStopsRun": true,
+	"TestFastTraceRestartIsClean": true, "TestProgramOutlivesKilledStub": true,
+	"TestFastTraceFramesSurviveKilledGDB": true, "TestFastTraceLanesReadyAtThreadStart": true,
+	"TestCompactRecordTimes": true,
 }
 
 // skipOnThisISA skips a test arm64Tests does not name.
