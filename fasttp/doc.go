@@ -14,7 +14,8 @@
 //     time (tracing.FastRecord.TraceTime);
 //   - PlanSite can cover at least 5 bytes from the address with instructions
 //     it decodes with checked lengths (DecodeInsn cross-checks x86asm with
-//     our own length decoder) and RelocateInsn can move them.
+//     our own length decoder) and RelocateInsn can move them (on arm64: the
+//     one instruction at the address can run relocated, "arm64 placement").
 //
 // # The jump and instruction punning
 //
@@ -337,7 +338,29 @@
 // thread pointer inferior gives (Process.ThreadPointer: fs_base,
 // tpidr_el0). The tests (pad_arm64_test.go, under qemu-aarch64) run
 // arm64 pads in the test process and drain their records, into the
-// engine too. No installer places arm64 pads yet.
+// engine too.
+//
+// # arm64 placement
+//
+// The placement differs too, chosen by the same build tag: placeSite is
+// placeX86 (the shapes above) on x86-64 and placeA64 (place_arm64.go) on
+// arm64, where every instruction is 4 bytes and the jump is one `b pad`
+// over the one instruction at the site (a fasttp/a64 SitePlan: a
+// WordSite, nothing to pun, evict or move threads out of). The pad and
+// its tail (the instruction relocated by fasttp/a64, then `b site+4`)
+// go to an arena within the b's ±128 MB (padReach; arenas serve 64 MB
+// windows of code, arenaWindowShift, and a site out of its window
+// arena's reach gets a new one); instructions fasttp/a64 refuses (and
+// BTI landing pads in guarded pages, read from smaps' VmFlags "bt") are
+// traps. Pad, tail and b are written through /proc/PID/mem with every
+// thread stopped, the b last, one aligned 4-byte store: the kernel's
+// write (copy_to_user_page) does the data and instruction cache
+// maintenance instruction fetch needs, so no thread can see half a
+// patch or a stale copy. With threads running (non-stop with live
+// patching, whose protocol is x86-64's) an arm64 fast tracepoint is a
+// trap. The pads' shared-state updates, their conditions and actions
+// (the arm64 JIT; `teval $n = $n + K` an exclusive load/store loop) and
+// their records are as on x86-64.
 //
 // # Known gaps
 //

@@ -12,7 +12,10 @@
 #   KIND=trace     trace: int3 tracepoints; ftrace: fast tracepoints (jump
 #                  pads). With ftrace every stub and the untraced runs get
 #                  gdbserver's in-process agent preloaded (IPA=path, default
-#                  /usr/lib/libinproctrace.so): gdbserver needs it for ftrace,
+#                  /usr/lib/libinproctrace.so; IPA=none: nothing preloaded,
+#                  for gotpstub alone where the agent does not load — on
+#                  arm64 Debian 13.1's crashes in its constructor):
+#                  gdbserver needs it for ftrace,
 #                  gotpstub does not, and the workload stays the same (the
 #                  agent starts a helper thread)
 #   REPS=3         sessions per stub (and untraced runs); the median is used
@@ -86,9 +89,13 @@ plain=()
 case "$KIND" in
 trace) ;;
 ftrace)
-	[ -f "$IPA" ] || { echo "bench-trap.sh: KIND=ftrace needs gdbserver's in-process agent ($IPA)" >&2; exit 2; }
-	preload=(--wrapper env "LD_PRELOAD=$IPA" --)
-	plain=(env "LD_PRELOAD=$IPA")
+	if [ "$IPA" = none ]; then
+		: # gotpstub alone: nothing preloaded
+	else
+		[ -f "$IPA" ] || { echo "bench-trap.sh: KIND=ftrace needs gdbserver's in-process agent ($IPA; IPA=none for gotpstub alone)" >&2; exit 2; }
+		preload=(--wrapper env "LD_PRELOAD=$IPA" --)
+		plain=(env "LD_PRELOAD=$IPA")
+	fi
 	;;
 *) echo "bench-trap.sh: KIND must be trace or ftrace (got $KIND)" >&2; exit 2 ;;
 esac
