@@ -408,14 +408,17 @@
 // stores q0-q31 (16 bytes each, from PadQRegsARM64) and fpsr, fpcr
 // (PadFPSRARM64, PadFPCRARM64): PadRegBlockARM64 = 34*8 + 32*16 + 16 =
 // 800 bytes. Below the block, 128 bytes hold the ctx and the locals;
-// expression code runs below them. Skip reloads q0-q31, fpsr, fpcr (when
-// saved), nzcv (msr) and x0-x30 from the block, adds the frame back to
-// sp and branches to TailAddr: every register and the flags come back
-// exactly. Neither the pad nor the arm64 backend's code executes a
-// SIMD/FP instruction, so without CollectRegs that state is not saved
-// at all. (SVE state beyond the V registers is not saved; the kernel
-// may discard it at a system call, which expression code makes when it
-// reads memory.)
+// expression code runs below them. Skip reloads nzcv (msr) and x0-x30
+// from the block, adds the frame back to sp and branches to TailAddr:
+// every register and the flags come back exactly. Neither the pad nor
+// the arm64 backend's code executes a SIMD/FP instruction other than the
+// save's stores, so q0-q31, fpsr and fpcr are never reloaded (a load of
+// a q register would zero the bits above 128 of its SVE z register) and
+// without CollectRegs not saved at all. (SVE state beyond the V
+// registers is not saved; the kernel discards it at a system call, which
+// expression code makes when it reads memory: process_vm_readv. A
+// program keeping SVE values live across a fast tracepoint whose
+// actions read memory would see them zeroed.)
 //
 // The pad then repeats the active check, checks stubalive & StubTIDMask
 // (0: an exclusive-loop add to stubgone, Skip), and reads the time with

@@ -440,21 +440,16 @@ func (b *a64PadBuilder) stopTracing(why uint64) {
 	a.stlr(xzr, pa64Ctl) // CtlActive is at +0
 }
 
-// restore is Skip: it restores everything from the register block and
-// the caller adds the B to the tail. It returns Skip's offset.
+// restore is Skip: it restores the general registers and nzcv from the
+// register block and the caller adds the B to the tail. It returns
+// Skip's offset. The vector registers, fpsr and fpcr are saved (with
+// CollectRegs) but not restored: nothing in a pad writes them (the JIT's
+// code is integer code; process_vm_readv keeps v0-v31), and loading a q
+// register would zero the bits above 128 of its SVE z register.
 func (b *a64PadBuilder) restore() int {
 	a := &b.a
 	skip := a.pos()
 	a.addImm(xsp, pa64Base, 0)
-	if b.spec.CollectRegs {
-		for q := xreg(0); q < 32; q += 2 {
-			a.ldpQ(q, q+1, xsp, int32(PadQRegsARM64+16*q))
-		}
-		a.ldr(0, xsp, PadFPSRARM64, 8)
-		a.msr(sysFPSR, 0)
-		a.ldr(0, xsp, PadFPCRARM64, 8)
-		a.msr(sysFPCR, 0)
-	}
 	a.ldr(0, xsp, 33*8, 8)
 	a.msr(sysNZCV, 0)
 	for r := xreg(0); r < 30; r += 2 {
