@@ -375,7 +375,7 @@ func TestFastTraceStopsNeverShowPadAddresses(t *testing.T) {
 			select {
 			case <-done:
 				return
-			case <-time.After(30 * time.Millisecond):
+			case <-time.After(stopSignalEvery): // isa_*_test.go
 				if pid := s.inferiorPid(); pid > 0 {
 					_ = syscall.Kill(pid, syscall.SIGUSR1)
 				}
@@ -388,7 +388,9 @@ func TestFastTraceStopsNeverShowPadAddresses(t *testing.T) {
 	if n := strings.Count(out, "received signal SIGUSR1"); n != stops {
 		t.Fatalf("%d SIGUSR1 stops, want %d:\n%s", n, stops, out)
 	}
-	if strings.Contains(out, "?? ()") || strings.Contains(out, "SIGTRAP") {
+	// A pc in no function of the program or a library ("?? ()" with no
+	// "from LIB": a library's unnamed internal function is fine).
+	if regexp.MustCompile(`(?m)in \?\? \(\)\s*$`).MatchString(out) || strings.Contains(out, "SIGTRAP") {
 		t.Errorf("a thread was shown outside the program, or trapped:\n%s", out)
 	}
 	if !strings.Contains(s.output.String(), "moved out of a pad") {

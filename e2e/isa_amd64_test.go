@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"testing"
+	"time"
 
 	"golang.org/x/arch/x86/x86asm"
 )
@@ -48,3 +49,7 @@ var everyInsnCases = []everyInsnCase{
 	// prefixed variants (PaddedSites) are used, and must work too.
 	{"nopie, int3 puns", []string{"-O2", "-no-pie"}, "plain,kept,int3", []string{"int3, prefixed", "int3"}},
 }
+
+// stopSignalEvery paces TestFastTraceStopsNeverShowPadAddresses's
+// SIGUSR1s: a SIGUSR1 every 30 ms.
+const stopSignalEvery = 30 * time.Millisecond

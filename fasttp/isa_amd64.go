@@ -120,3 +120,13 @@ func tcbSelfPointers(p *inferior.Process) bool {
 	}
 	return true
 }
+
+// stepInPad moves st, stopped at pc inside a pad with registers r, one
+// instruction on (stepFixingPushf).
+func stepInPad(st *inferior.Stopped, pc uint64, r *tdesc.Regs) error {
+	return stepFixingPushf(st, pc, r.Uint64(tdesc.RSP))
+}
+
+// leftPad ends a thread's way out of a pad by single-steps, r its
+// registers now (clearStepTF).
+func leftPad(st *inferior.Stopped, r *tdesc.Regs) error { return clearStepTF(st, r) }

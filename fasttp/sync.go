@@ -54,7 +54,7 @@ func (in *Installer) padTrap(st *inferior.Stopped, pc uint64, t padTrap) error {
 	if err != nil {
 		return err
 	}
-	if err := regs.SetUint64(tdesc.RIP, next); err != nil {
+	if err := regs.SetUint64(regs.Layout.PC, next); err != nil {
 		return err
 	}
 	return st.SetRegisters(regs)
@@ -82,7 +82,7 @@ func (in *Installer) Stabilize() {
 	inPad := func(pc uint64) bool { return inAreas(areas, pc) }
 	for _, tid := range in.proc.Threads() {
 		regs, err := in.proc.Registers(tid)
-		if err != nil || !inPad(regs.Uint64(tdesc.RIP)) {
+		if err != nil || !inPad(regs.Uint64(regs.Layout.PC)) {
 			continue
 		}
 		err = in.proc.WithStopped(tid, func(st *inferior.Stopped) error {
@@ -91,7 +91,7 @@ func (in *Installer) Stabilize() {
 				if err != nil {
 					return err
 				}
-				pc := r.Uint64(tdesc.RIP)
+				pc := r.Uint64(r.Layout.PC)
 				if head, ok := punned[pc]; ok && steps > 0 {
 					// At the copy of a covered instruction after the
 					// first, having run the one before: it stops at that
@@ -107,7 +107,7 @@ func (in *Installer) Stabilize() {
 				}
 				if !inPad(pc) {
 					in.logf("fast tracepoints: thread %d moved out of a pad in %d steps", tid, steps)
-					return clearStepTF(st, r)
+					return leftPad(st, r) // isa_*.go
 				}
 				in.mu.Lock()
 				t, isTrap := in.padTraps[pc]
@@ -118,7 +118,7 @@ func (in *Installer) Stabilize() {
 					}
 					continue
 				}
-				if err := stepFixingPushf(st, pc, r.Uint64(tdesc.RSP)); err != nil {
+				if err := stepInPad(st, pc, r); err != nil { // isa_*.go
 					return err
 				}
 			}
