@@ -827,31 +827,15 @@ func TestPadA64Threads(t *testing.T) {
 			r.install(t, PadSpec{TPIndex: 3, CollectRegs: true,
 				Collect: []*Code{compileA64(t, "tracev 5; end")}, CollectCap: 16})
 			binary.LittleEndian.PutUint64(r.mem[a64TSVOff+8*5:], 0x5555aaaa)
-			var wg sync.WaitGroup
-			for th := 0; th < threads; th++ {
-				stack, err := unix.Mmap(-1, 0, a64StackSize+pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { unix.Munmap(stack) })
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					runtime.LockOSThread()
-					defer runtime.UnlockOSThread()
-					state, top := stack[a64StackSize:], uintptr(unsafe.Pointer(&stack[0]))+a64StackSize
-					in := a64Pattern(0x80000000, uint64(th+1)<<20)
+			r.hitFromThreads(t, threads, hits, func(th, i int, in *a64State) {
+				if i == 0 {
+					*in = a64Pattern(0x80000000, uint64(th+1)<<20)
 					if tc.shared {
 						in.Extra = 0
 					}
-					for i := 0; i < hits; i++ {
-						in.X[0] = uint64(th)<<32 | uint64(i)
-						in.put(state)
-						callJIT(r.driver, uintptr(unsafe.Pointer(&state[0])), 0, top)
-					}
-				}()
-			}
-			wg.Wait()
+				}
+				in.X[0] = uint64(th)<<32 | uint64(i)
+			})
 			if got := r.load(r.tp(3) + TPHits); got != threads*hits {
 				t.Errorf("hits %d, want %d", got, threads*hits)
 			}
@@ -899,6 +883,29 @@ func TestPadA64AtomicTSVAdd(t *testing.T) {
 	r.install(t, PadSpec{TPIndex: 3,
 		Cond:    compileA64(t, "getv 6; const8 1; add; ext 64; setv 6; end"),
 		Collect: []*Code{compileA64(t, "getv 7; const8 3; add; setv 7; pop; end")}})
+	r.hitFromThreads(t, threads, hits, func(_, i int, in *a64State) {
+		if i == 0 {
+			*in = a64Pattern(0, 0)
+		}
+	})
+	tsv := func(n int) uint64 { return binary.LittleEndian.Uint64(r.mem[a64TSVOff+8*n:]) }
+	if got := tsv(6); got != threads*hits {
+		t.Errorf("$6 = %d after %d hits", got, threads*hits)
+	}
+	if got := tsv(7); got != 3*threads*hits {
+		t.Errorf("$7 = %d, want %d", got, 3*threads*hits)
+	}
+	if got := r.load(r.tp(3) + TPHits); got != threads*hits {
+		t.Errorf("hits %d, want %d (the condition held every time)", got, threads*hits)
+	}
+}
+
+// hitFromThreads runs the rig's pad hits times from each of threads OS
+// threads at once, each on a stack of its own; before each hit,
+// set(thread, i, &state) sets the registers the driver loads (the state
+// is kept between a thread's hits).
+func (r *a64Rig) hitFromThreads(t *testing.T, threads, hits int, set func(th, i int, in *a64State)) {
+	t.Helper()
 	var wg sync.WaitGroup
 	for th := 0; th < threads; th++ {
 		stack, err := unix.Mmap(-1, 0, a64StackSize+pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
@@ -912,22 +919,13 @@ func TestPadA64AtomicTSVAdd(t *testing.T) {
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			state, top := stack[a64StackSize:], uintptr(unsafe.Pointer(&stack[0]))+a64StackSize
-			in := a64Pattern(0, 0)
-			for range hits {
+			var in a64State
+			for i := range hits {
+				set(th, i, &in)
 				in.put(state)
 				callJIT(r.driver, uintptr(unsafe.Pointer(&state[0])), 0, top)
 			}
 		}()
 	}
 	wg.Wait()
-	tsv := func(n int) uint64 { return binary.LittleEndian.Uint64(r.mem[a64TSVOff+8*n:]) }
-	if got := tsv(6); got != threads*hits {
-		t.Errorf("$6 = %d after %d hits", got, threads*hits)
-	}
-	if got := tsv(7); got != 3*threads*hits {
-		t.Errorf("$7 = %d, want %d", got, 3*threads*hits)
-	}
-	if got := r.load(r.tp(3) + TPHits); got != threads*hits {
-		t.Errorf("hits %d, want %d (the condition held every time)", got, threads*hits)
-	}
 }
