@@ -494,13 +494,17 @@ func (in *Installer) leavePads() {
 		return
 	}
 	in.mu.Lock()
-	areas := slices.Clone(in.areas)
+	areas, tails := slices.Clone(in.areas), slices.Clone(in.tails)
 	pcs, kept := in.takeLookLocked()
 	in.mu.Unlock()
 	if len(areas) == 0 {
 		return
 	}
-	inPad := func(pc uint64) bool { return inAreas(areas, pc) }
+	// A thread in a pad's tail (its relocated instructions) has
+	// committed its record or made none: only pad bodies count. (One
+	// held in a stop the Batch cannot handle stays where it is for every
+	// look; in a tail it no longer makes them all wait.)
+	inPad := func(pc uint64) bool { return inAreas(areas, pc) && !inAreas(tails, pc) }
 	for range padExitLooks {
 		if !kept {
 			var err error

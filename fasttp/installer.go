@@ -79,6 +79,10 @@ type Installer struct {
 	padTraps  map[uint64]padTrap // int3 address inside a pad → its role
 	arenas    map[uint64]*arena  // window of code (arenaWindowShift) → current pad area
 	areas     []Range            // every range of pad memory, in order, merged (Stabilize)
+	// tails are the ranges of pad memory holding relocated instructions
+	// (writePad), in order, merged: a thread there has no record under
+	// way (leavePads).
+	tails []Range
 	// spare holds the memory mapped at forced addresses that no pad or
 	// trampoline uses: the rest of each page mapped for one, and those
 	// of jumps since removed (jumpSite.own). The same site placed again
@@ -976,9 +980,11 @@ func (in *Installer) placeX86(tp *tracing.Tracepoint, acts *padActions) error {
 }
 
 // writePad writes a pad at base: its code (which nothing changes once
-// placed: handed over, not copied), int3s up to padLen, then tail (the
-// relocated instructions).
+// placed: handed over, not copied), int3s (padFill) up to padLen, then
+// tail (the relocated instructions), whose range it notes in in.tails.
+// in.mu is held.
 func (in *Installer) writePad(base uint64, code []byte, padLen uint64, tail []byte) error {
+	in.tails = unionInsert(in.tails, Range{base + padLen, base + padLen + uint64(len(tail))})
 	rest := make([]byte, padLen-uint64(len(code))+uint64(len(tail)))
 	n := copy(rest, bytes.Repeat(padFill, (int(padLen)-len(code))/len(padFill)))
 	copy(rest[n:], tail)
