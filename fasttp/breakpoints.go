@@ -170,8 +170,9 @@ func (in *Installer) repatch(s *jumpSite) error {
 	if err := in.writeJump(s.site, s.entry); err != nil {
 		in.mu.Lock()
 		in.addSpareLocked(s.own...)
+		in.freePadLocked(removedPad{s.chunk, s.pad.Faults})
 		in.mu.Unlock()
-		s.own, s.keepOwn = nil, false
+		s.own, s.chunk, s.keepOwn = nil, Range{}, false
 		return fmt.Errorf("putting the jump back: %w", err)
 	}
 	s.keepOwn = false

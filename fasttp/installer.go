@@ -132,8 +132,13 @@ type Installer struct {
 	batches int
 	unmoved []*jumpSite
 	// quarantine holds the memory of jumps taken out while threads ran
-	// (jumpSite.own): spare once no thread is found inside.
-	quarantine []Range
+	// (jumpSite.own): spare once no thread is found inside; padQuarantine
+	// their pads' (jumpSite.chunk): in chunks then.
+	quarantine    []Range
+	padQuarantine []removedPad
+	// chunks is the arena memory of removed pads, free for new ones
+	// (arenaSpaceLocked), in order, merged.
+	chunks []Range
 	// look is the pcs releaseQuarantine read at the start of the Batch
 	// under way, with collection off when the look began (lookOK;
 	// dropped at the Batch's end), for leavePads to use instead of a
@@ -266,6 +271,18 @@ type jumpSite struct {
 	// for placeAgain.
 	own     []Range
 	keepOwn bool
+	// chunk is the arena memory its pad and tail took
+	// (arenaSpaceLocked), reused for other pads once the jump is out
+	// and no thread is inside (freePadLocked), unless keepOwn.
+	chunk Range
+}
+
+// removedPad is the arena memory of a removed jump's pad
+// (jumpSite.chunk) and its plain loads' entries in in.faults: both go
+// once no thread is inside (freePadLocked).
+type removedPad struct {
+	chunk  Range
+	faults []jit.PadFault
 }
 
 // padTrap is the role of an int3 inside a pad.
@@ -364,11 +381,11 @@ func lazierGC() (restore func()) {
 // leavePads says why they can serve it).
 func (in *Installer) releaseQuarantine() {
 	in.mu.Lock()
-	q := in.quarantine
+	q := len(in.quarantine) + len(in.padQuarantine)
 	// Read before the look (leavePads).
 	off, on := in.lanes == nil || !in.lanes.active(), in.switchedOn
 	in.mu.Unlock()
-	if len(q) == 0 {
+	if q == 0 {
 		return
 	}
 	pcs, err := in.proc.AllPCs()
@@ -381,15 +398,38 @@ func (in *Installer) releaseQuarantine() {
 	if off {
 		in.look, in.lookOK, in.lookOn = pcs, true, on
 	}
+	inside := func(r Range) bool {
+		return slices.ContainsFunc(pcs, func(pc uint64) bool { return r.Start <= pc && pc < r.End })
+	}
 	kept := in.quarantine[:0]
 	for _, r := range in.quarantine {
-		if slices.ContainsFunc(pcs, func(pc uint64) bool { return r.Start <= pc && pc < r.End }) {
+		if inside(r) {
 			kept = append(kept, r)
 			continue
 		}
 		in.addSpareLocked(r)
 	}
 	in.quarantine = kept
+	keptPads := in.padQuarantine[:0]
+	for _, rp := range in.padQuarantine {
+		if inside(rp.chunk) {
+			keptPads = append(keptPads, rp)
+			continue
+		}
+		in.freePadLocked(rp)
+	}
+	in.padQuarantine = keptPads
+}
+
+// freePadLocked makes a removed pad's memory free for new pads and
+// drops its loads' fault entries: no thread is inside it.
+func (in *Installer) freePadLocked(rp removedPad) {
+	in.faultsMu.Lock()
+	for _, f := range rp.faults {
+		delete(in.faults, f.PC)
+	}
+	in.faultsMu.Unlock()
+	in.chunks = unionInsert(in.chunks, rp.chunk)
 }
 
 // inBatch reports whether a Batch is under way.
@@ -853,16 +893,19 @@ func (in *Installer) unpatch(s *jumpSite) error {
 	}
 	if !s.keepOwn {
 		running := in.proc.ThreadsRunning()
+		rp := removedPad{s.chunk, s.pad.Faults}
 		in.mu.Lock()
 		if running {
 			// A running thread may be inside: reused only once every
 			// thread is seen outside (releaseQuarantine).
 			in.quarantine = append(in.quarantine, s.own...)
+			in.padQuarantine = append(in.padQuarantine, rp)
 		} else {
 			in.addSpareLocked(s.own...)
+			in.freePadLocked(rp)
 		}
 		in.mu.Unlock()
-		s.own = nil
+		s.own, s.chunk = nil, Range{}
 	}
 	return nil
 }
@@ -1106,6 +1149,9 @@ func (in *Installer) placeJump(tp *tracing.Tracepoint, acts *padActions, cands [
 	in.readySlotLocked(tp, slot, reused, pad)
 	s := &jumpSite{tp: tp, slot: slot, site: site, pad: pad, padAddr: spec.Addr, entry: entry, heads: heads, traceTime: acts.traceTime,
 		compact: spec.Compact, own: own}
+	if holding(own, Range{base, base + 1}) < 0 {
+		s.chunk = Range{base, base + align16(size)} // from an arena, not at a forced address
+	}
 
 	// Threads stopped inside the covered bytes (not at their start) go to
 	// the relocated copies (in a Batch, when it ends); then the jump goes
@@ -1394,6 +1440,9 @@ func (in *Installer) ensureCtlLocked() error {
 // reach (padReach) of addr: in the arena of addr's window, or in a new
 // one mapped near addr when that one is full or out of reach.
 func (in *Installer) arenaSpaceLocked(addr, size uint64) (uint64, error) {
+	if p, ok := in.reuseChunkLocked(addr, size); ok {
+		return p, nil
+	}
 	window := addr >> arenaWindowShift
 	a := in.arenas[window]
 	if a == nil || a.used+size > arenaSize || !arenaReaches(a.base+a.used, addr) {
@@ -1417,6 +1466,26 @@ func (in *Installer) arenaSpaceLocked(addr, size uint64) (uint64, error) {
 	return p, nil
 }
 
+// reuseChunkLocked takes size bytes within reach of addr from the
+// memory of removed pads (in.chunks), first fit, where no stopped
+// thread's pc lies (Stabilize moved them out; this makes sure).
+func (in *Installer) reuseChunkLocked(addr, size uint64) (uint64, bool) {
+	size = align16(size)
+	for i, c := range in.chunks {
+		r := Range{c.Start, c.Start + size}
+		if r.End > c.End || !arenaReaches(c.Start, addr) || in.threadInLocked(r) {
+			continue
+		}
+		if r.End == c.End {
+			in.chunks = slices.Delete(in.chunks, i, i+1)
+		} else {
+			in.chunks[i].Start = r.End
+		}
+		return r.Start, true
+	}
+	return 0, false
+}
+
 // arenaReaches reports whether a jump at addr reaches the whole arena
 // from p on.
 func arenaReaches(p, addr uint64) bool {
@@ -1433,6 +1502,7 @@ func (in *Installer) unreserveArenaLocked(p, size uint64) {
 			return
 		}
 	}
+	in.chunks = unionInsert(in.chunks, Range{p, p + align16(size)}) // a removed pad's
 }
 
 // punnedPadAddr maps size bytes at the pad address nearest to the site

@@ -78,7 +78,8 @@ func (in *Installer) placeA64(tp *tracing.Tracepoint, acts *padActions) error {
 	}
 	in.readySlotLocked(tp, slot, reused, pad)
 	s := &jumpSite{tp: tp, slot: slot, site: WordSite(tp.Addr, 4), pad: pad, padAddr: base, entry: base,
-		heads: map[uint64]uint64{tp.Addr: spec.TailAddr}, traceTime: acts.traceTime, compact: spec.Compact}
+		heads: map[uint64]uint64{tp.Addr: spec.TailAddr}, traceTime: acts.traceTime, compact: spec.Compact,
+		chunk: Range{base, base + align16(padLen+a64TailRoom)}}
 	if err := in.insertPatch(tp.Addr, binary.LittleEndian.AppendUint32(nil, plan.Patch)); err != nil {
 		return fmt.Errorf("writing the jump: %w", err)
 	}

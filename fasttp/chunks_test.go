@@ -1,0 +1,39 @@
+package fasttp
+
+import (
+	"slices"
+	"testing"
+)
+
+// TestReuseChunk: the memory of removed pads serves new ones, first fit,
+// within a jump's reach of the site and where no stopped thread is.
+func TestReuseChunk(t *testing.T) {
+	const base = 0x7000_0000
+	for _, tc := range []struct {
+		name       string
+		chunks     []Range
+		pcs        []uint64
+		addr, size uint64
+		want       uint64 // 0: none taken
+		left       []Range
+	}{
+		{"first fit", []Range{{base, base + 0x100}, {base + 0x1000, base + 0x2000}}, nil, base, 0x200, base + 0x1000,
+			[]Range{{base, base + 0x100}, {base + 0x1200, base + 0x2000}}},
+		{"exact fit", []Range{{base, base + 0x200}}, nil, base, 0x1f8, base, nil},
+		{"a thread inside", []Range{{base, base + 0x1000}, {base + 0x2000, base + 0x3000}}, []uint64{base + 0x10}, base, 0x100, base + 0x2000,
+			[]Range{{base, base + 0x1000}, {base + 0x2100, base + 0x3000}}},
+		{"out of reach", []Range{{base, base + 0x1000}}, nil, base + padReach, 0x100, 0, []Range{{base, base + 0x1000}}},
+		{"none free", nil, nil, base, 0x100, 0, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := &Installer{chunks: slices.Clone(tc.chunks), pcs: append([]uint64{}, tc.pcs...)}
+			got, ok := in.reuseChunkLocked(tc.addr, tc.size)
+			if ok != (tc.want != 0) || got != tc.want {
+				t.Fatalf("reuseChunkLocked = %#x, %v; want %#x", got, ok, tc.want)
+			}
+			if !slices.Equal(in.chunks, tc.left) {
+				t.Errorf("chunks left %v, want %v", in.chunks, tc.left)
+			}
+		})
+	}
+}
