@@ -113,8 +113,12 @@
 // and a successor-preserving jump that keeps four bytes, which has
 // exactly one address, gets it again at the next tstart (every later
 // tstart made it a trap before: e2e TestFastTraceStressEightThreads,
-// 1,000 tstart/tstop cycles). A jump held back by a gdb breakpoint keeps
-// its memory for when it goes back in.
+// 1,000 tstart/tstop cycles). The arena memory of a removed pad and its
+// tail (jumpSite.chunk) goes to the next pads placed within reach
+// (reuseChunkLocked), likewise once no thread's pc lies in it (with
+// threads running, after a look finds none there: releaseQuarantine), so
+// tstart/tstop cycles do not grow the program's memory. A jump held back
+// by a gdb breakpoint keeps its memory for when it goes back in.
 //
 // Installing in a Batch (tstart): the memory map (/proc/PID/maps) and the
 // threads' pcs are read once (the map then kept in address order as
