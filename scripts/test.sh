@@ -96,6 +96,8 @@ fuzz tdesc FuzzRegsSet 500000x
 fuzz export FuzzRead 200000x
 fuzz sdt FuzzParseNotes 300000x
 fuzz sdt FuzzParseArgs 300000x
+fuzz coverage FuzzAArch64Feature1 300000x
+fuzz coverage FuzzEHFrame 300000x
 fuzz server FuzzParseBreakpointConds 300000x
 fuzz server FuzzParseCatchSyscalls 300000x
 fuzz server FuzzResumedPids 300000x
