@@ -1,22 +1,75 @@
 // Package coverage reports where fast tracepoints can go in an ELF file:
 // for every instruction of every function, what `ftrace *ADDR` would get
-// from the code that installs them (fasttp.SiteCandidates and
-// fasttp.FindPadAddrs): a plain jump, a successor-preserving jump, an
-// evicting jump (the next instruction gets a jump to a trampoline), a
-// punned jump (int3s at covered instruction heads), either ending in
-// padding or with prefixes, or a trap, and why. Bytes after a ret or jmp
-// count as code (fasttp.CodeOracle) where the linear decode of a
-// function symbol has an instruction, as the installer decides. It also counts jumps that would overwrite a known branch
-// target (a direct branch's target or a function entry) with anything
-// but a pun's int3, which must never happen.
+// from the code that installs them, and if it is a trap, why. An x86-64
+// file is planned as the x86-64 installer does, an AArch64 one as the
+// arm64 installer does (a64.go).
+//
+// # x86-64
+//
+// The planning is fasttp.SiteCandidates' and fasttp.FindPadAddrs': a
+// plain jump, a successor-preserving jump, an evicting jump (the next
+// instruction gets a jump to a trampoline), a punned jump (int3s at
+// covered instruction heads), either ending in padding or with prefixes,
+// or a trap, and why. Bytes after a ret or jmp count as code
+// (fasttp.CodeOracle) where the linear decode of a function symbol has an
+// instruction, as the installer decides. It also counts jumps that would
+// overwrite a known branch target (a direct branch's target or a
+// function entry) with anything but a pun's int3, which must never
+// happen.
 //
 // The address space is modelled as when the file runs under the stub with
 // ASLR off: a PIE executable at 0x555555554000, a shared library (it has
 // a DT_SONAME) at 0x7ffff7c00000, a non-PIE executable at its link
-// addresses; the pad may
-// go anywhere else from 64 KiB to the top of user space. The real process
-// has more mappings (heap, other libraries, stack), so this is an upper
-// bound on pad placement; the planning itself is exact.
+// addresses; the pad may go anywhere else from 64 KiB to the top of user
+// space. The real process has more mappings (heap, other libraries,
+// stack), so this is an upper bound on pad placement; the planning itself
+// is exact.
+//
+// # AArch64
+//
+// The arm64 installer (fasttp's placeA64) puts one `b pad` over the one
+// instruction at the site; the report plans every 4-byte word of every
+// function the same way: a64.Decode refuses some instructions (exclusive
+// loads and stores, svc, brk, udf and unallocated encodings...), then
+// a64.PlanSiteWith plans the b, with the pad at the start of the free
+// 1 MB range nearest to the site (the arena the installer would map for
+// it: inferior's freeNear, wholly within a b's ±128 MB as fasttp's
+// arenaReaches wants; the installer's sharing of one arena by the sites
+// of a 64 MB window is not modelled) and the relocated instruction's
+// tail right after a 1 KB pad (one collecting $regs is 992 bytes). Every
+// jump is a plain one (Plain); the x86-64 shape counts stay 0. The
+// site's pages are BTI-guarded (then bti and paciasp/pacibsp are
+// refused) when the file's GNU property note (PT_GNU_PROPERTY, else
+// .note.gnu.property) has GNU_PROPERTY_AARCH64_FEATURE_1_AND with the BTI
+// bit: the loader maps such a file with PROT_BTI on a CPU with BTI, which
+// the model assumes.
+//
+// The functions are the file's function symbols (fasttp.ELFFunctions,
+// which reads symbols and segments whatever the ISA); words inside a `$d`
+// mapping symbol's range (a literal pool or other data in code, as the
+// AArch64 ELF ABI marks it) are skipped and counted apart (Data). A file
+// without a symbol table (a stripped executable: Debian's coreutils)
+// names only its exported functions in .dynsym, so its functions are
+// instead the FDEs of its .eh_frame (every function the compiler emitted
+// unwind tables for; a function's .cold part has an FDE, and an entry, of
+// its own), with the exported functions no FDE covers; code without an
+// FDE (crt1's _start, padding between functions) is not counted. Such a
+// file has no mapping symbols either, so data in code would count as
+// instructions (GCC keeps AArch64 constants in .rodata: Debian 12's
+// coreutils have no word in .text that does not decode). The report also
+// counts jumps placed between a load-exclusive and the next
+// store-exclusive (InExclusive): the installer refuses only the
+// exclusives themselves, but a b to a pad there clears the exclusive
+// monitor, and the loop may retry for ever.
+//
+// The address space is modelled as under the stub with ASLR off on
+// aarch64 Linux (48-bit addresses, as in the arm64 VM): a PIE executable
+// at 0xaaaaaaaa0000, a shared library at 0xfffff7e00000 (where Debian
+// 12's libc is), a non-PIE executable at its link addresses; the pad may
+// go anywhere else from 64 KiB to 0xfffffffff000. As for x86-64, the
+// real process has more mappings, so pad room is an upper bound (with
+// ±128 MB of reach it hardly matters: there is free memory next to any
+// file).
 package coverage
 
 import (
@@ -41,9 +94,20 @@ type Trap struct {
 	Reason string `json:"reason"`
 }
 
+// The instruction sets of a Report.
+const (
+	ISAx86 = "x86-64"
+	ISAA64 = "arm64"
+)
+
 // Report is the coverage of one file.
 type Report struct {
-	File               string `json:"file"`
+	File string `json:"file"`
+	// ISA is the file's instruction set (ISAx86, ISAA64). The shape
+	// counts (Punned, Int3AtBranchTarget, Padding, Prefixed, Kept,
+	// Evicted, Short, Neighbour, AfterPush) are x86-64's: an arm64 jump
+	// is always a b over one instruction, counted in Plain.
+	ISA                string `json:"isa"`
 	Instructions       int    `json:"instructions"`
 	Jump               int    `json:"jump"`
 	Plain              int    `json:"plain"`
@@ -77,33 +141,62 @@ type Report struct {
 	Traps     []Trap `json:"traps"`
 	// Reasons counts the traps by reason (the reason's first words).
 	Reasons map[string]int `json:"reasons"`
+
+	// AArch64 only. Functions says where the functions came from:
+	// "symbols" (fasttp.ELFFunctions), or for a file without a symbol
+	// table "eh_frame" (its FDEs, and exported functions outside them).
+	Functions string `json:"functions,omitempty"`
+	// Data counts the words skipped as data: in a $d mapping symbol's
+	// range. They are not in Instructions.
+	Data int `json:"data,omitempty"`
+	// Guarded: the file is BTI-guarded (its GNU property note has
+	// GNU_PROPERTY_AARCH64_FEATURE_1_BTI), so landing pads are traps.
+	Guarded bool `json:"bti_guarded,omitempty"`
+	// InExclusive counts the jumps placed between a load-exclusive and
+	// the next store-exclusive of the same function (within
+	// exclusiveSpan words): there the b and the pad clear the exclusive
+	// monitor, so the store-exclusive fails and the loop may never end.
+	// The installer does not look (a64.Decode refuses only the
+	// exclusives themselves); they are in Jump.
+	InExclusive int `json:"in_exclusive,omitempty"`
 }
 
-// File computes the report of the ELF file at path.
+// File computes the report of the ELF file at path: an x86-64 file with
+// the x86-64 installer's planning, an AArch64 one with the arm64
+// installer's (a64.go).
 func File(path string) (*Report, error) {
 	f, err := elf.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if f.Machine != elf.EM_X86_64 {
-		return nil, fmt.Errorf("%s: %v, not x86-64", path, f.Machine)
+	switch f.Machine {
+	case elf.EM_X86_64:
+		return x86File(path, f)
+	case elf.EM_AARCH64:
+		return a64File(path, f)
 	}
-	base := uint64(0)
+	return nil, fmt.Errorf("%s: %v, neither x86-64 nor AArch64", path, f.Machine)
+}
+
+// loadBase returns where f is modelled: a shared library (it has a
+// DT_SONAME, or no interpreter: libc has one too) at lib, a PIE
+// executable at pie, a non-PIE executable at its link addresses (0).
+func loadBase(path string, f *elf.File, pie, lib uint64) (uint64, error) {
 	switch f.Type {
 	case elf.ET_DYN:
-		base = pieBase
 		if soname, _ := f.DynString(elf.DT_SONAME); len(soname) > 0 || f.Section(".interp") == nil {
-			base = libBase // a shared library (libc has an interpreter too)
+			return lib, nil
 		}
+		return pie, nil
 	case elf.ET_EXEC:
-	default:
-		return nil, fmt.Errorf("%s: ELF type %v", path, f.Type)
+		return 0, nil
 	}
-	funcs, err := fasttp.ELFFunctions(f, base)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
+	return 0, fmt.Errorf("%s: ELF type %v", path, f.Type)
+}
+
+// loadRanges returns the pages f's PT_LOAD segments take at base.
+func loadRanges(f *elf.File, base uint64) []fasttp.Range {
 	var mapped []fasttp.Range
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_LOAD {
@@ -111,8 +204,21 @@ func File(path string) (*Report, error) {
 			mapped = append(mapped, fasttp.Range{Start: lo, End: (base + p.Vaddr + p.Memsz + 0xfff) &^ 0xfff})
 		}
 	}
-	free := fasttp.FreeRanges(mapped, 0x10000, 0x7ffffffff000)
-	r := &Report{File: path, Reasons: map[string]int{}}
+	return mapped
+}
+
+// x86File computes the report of the x86-64 file f.
+func x86File(path string, f *elf.File) (*Report, error) {
+	base, err := loadBase(path, f, pieBase, libBase)
+	if err != nil {
+		return nil, err
+	}
+	funcs, err := fasttp.ELFFunctions(f, base)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	free := fasttp.FreeRanges(loadRanges(f, base), 0x10000, 0x7ffffffff000)
+	r := &Report{File: path, ISA: ISAx86, Reasons: map[string]int{}}
 	targets, starts := branchTargets(funcs)
 	isCode := func(addr uint64) bool { return starts[addr] }
 	for _, fn := range funcs {

@@ -129,10 +129,15 @@ Subcommands:
                         its optimised form and the generated machine code.
   coverage [--json] FILE...
                         Where "ftrace *ADDR" would get a jump in each ELF
-                        file (every instruction of every function, the
-                        installer's own planning; pad room modelled from
-                        the file's own mappings): a table per file and a
-                        total, or JSON Lines.
+                        file, x86-64 or AArch64 (every instruction of every
+                        function, the installer's own planning; pad room
+                        modelled from the file's own mappings, ASLR off):
+                        a table per file and a total, or JSON Lines. On
+                        AArch64 every jump is a b over one instruction,
+                        the pad in the nearest free 1 MB; the functions
+                        are the symbols' (words in $d data skipped) or,
+                        in a stripped file, the .eh_frame FDEs; the file's
+                        BTI property note makes landing pads traps.
   export --format json|ctf|perfetto [-o OUT] TRACEFILE
                         Convert a trace file (tsave, tsave -r) for trace
                         viewers and scripts: JSON Lines, one object per
