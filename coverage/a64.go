@@ -27,9 +27,6 @@ const (
 	// a64PadLen is where the tail goes after the pad: a pad collecting
 	// $regs is 992 bytes (jit.BuildJumpPadA64), rounded up.
 	a64PadLen = 1024
-	// exclusiveSpan bounds how far after a load-exclusive its
-	// store-exclusive is looked for (InExclusive).
-	exclusiveSpan = 16
 )
 
 // a64File computes the report of the AArch64 file f.
@@ -70,7 +67,7 @@ func (r *Report) a64Function(fn fasttp.Function, m *a64Model) {
 	for i := range words {
 		words[i] = binary.LittleEndian.Uint32(fn.Code[4*i:])
 	}
-	between := betweenExclusives(words)
+	between := a64.BetweenExclusives(words)
 	for i, word := range words {
 		addr := fn.Addr + 4*uint64(i)
 		if inRanges(m.data, addr) {
@@ -82,7 +79,11 @@ func (r *Report) a64Function(fn fasttp.Function, m *a64Model) {
 		if entry {
 			r.Entries++
 		}
-		if err := m.site(addr, word); err != nil {
+		err := m.site(addr, word)
+		if err == nil && between[i] {
+			err = errBetweenExclusives // the installer's refusal (fasttp's placeA64)
+		}
+		if err != nil {
 			r.a64Trap(addr, word, err)
 			continue
 		}
@@ -91,33 +92,7 @@ func (r *Report) a64Function(fn fasttp.Function, m *a64Model) {
 		if entry {
 			r.EntryJump++
 		}
-		if between[i] {
-			r.InExclusive++
-		}
 	}
-}
-
-// betweenExclusives marks the words strictly between a load-exclusive
-// and the first store-exclusive after it, when there is one within
-// exclusiveSpan words.
-func betweenExclusives(words []uint32) []bool {
-	between := make([]bool, len(words))
-	for i, w := range words {
-		if load, ok := isExclusive(w); !ok || !load {
-			continue
-		}
-		for j := i + 1; j < len(words) && j <= i+exclusiveSpan; j++ {
-			if load, ok := isExclusive(words[j]); ok {
-				if !load {
-					for k := i + 1; k < j; k++ {
-						between[k] = true
-					}
-				}
-				break
-			}
-		}
-	}
-	return between
 }
 
 // site plans the jump at addr over word as the arm64 installer does
@@ -170,14 +145,9 @@ func arenaNear(free []fasttp.Range, addr uint64) (uint64, error) {
 	return best, nil
 }
 
-// isExclusive reports whether w is a load/store exclusive (register or
-// pair: what a64.Decode refuses as such), and whether it loads.
-func isExclusive(w uint32) (load, ok bool) {
-	if w&0x3f800000 == 0x08000000 && (w>>21&1 == 0 || w>>31 == 1) {
-		return w>>22&1 == 1, true
-	}
-	return false, false
-}
+// errBetweenExclusives is the installer's refusal of a site inside an
+// atomic sequence (a64.BetweenExclusives).
+var errBetweenExclusives = errors.New(a64.ErrBetweenExclusives)
 
 // a64Addrs matches the word and address a64's refusals start with.
 var a64Addrs = regexp.MustCompile(`^(fast tracepoint at 0x[0-9a-f]+: )?a64: instruction cannot be relocated: (0x[0-9a-f]+) at 0x[0-9a-f]+: `)

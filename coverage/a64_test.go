@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"gotpstub/fasttp"
+	"gotpstub/fasttp/a64"
 )
 
 // a64Words returns words as little-endian code.
@@ -127,47 +128,18 @@ func TestArenaNear(t *testing.T) {
 	}
 }
 
-func TestBetweenExclusives(t *testing.T) {
+func TestBetweenExclusivesReport(t *testing.T) {
 	const (
 		ldaxr = 0x885ffc02
 		stlxr = 0x8803fc02
-		ldxp  = 0xc87f0c02 // ldxp x2, x3, [x0]
-		stxp  = 0xc8240c02 // stxp w4, x2, x3, [x0]
 		add   = 0x11000442
 		cbnz  = 0x35ffffa3
-		casp  = 0x48207c82 // casp w0, w1, w2, w3, [x4]: no exclusive
 	)
-	fill := make([]uint32, exclusiveSpan)
-	for i := range fill {
-		fill[i] = add
-	}
-	for _, c := range []struct {
-		name  string
-		words []uint32
-		want  []int // the indices between
-	}{
-		{"loop", []uint32{add, ldaxr, add, add, stlxr, cbnz}, []int{2, 3}},
-		{"pair", []uint32{ldxp, add, stxp}, []int{1}},
-		{"no store", []uint32{ldaxr, add, add, cbnz}, nil},
-		{"two loads", []uint32{ldaxr, ldaxr, add, stlxr}, []int{2}},
-		{"store too far", append(append([]uint32{ldaxr}, fill...), stlxr), nil},
-		{"store at the span", append(append([]uint32{ldaxr}, fill[1:]...), stlxr), []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}},
-		{"casp", []uint32{casp, add, stlxr}, nil},
-	} {
-		var got []int
-		for i, b := range betweenExclusives(c.words) {
-			if b {
-				got = append(got, i)
-			}
-		}
-		if !reflect.DeepEqual(got, c.want) {
-			t.Errorf("%s: between %v, want %v", c.name, got, c.want)
-		}
-	}
-	// In a report: the jump at the add counts, the exclusives are traps.
+	// In a report: the exclusives are traps, and so is the add between
+	// them (the installer refuses it); the cbnz gets a jump.
 	r := &Report{Reasons: map[string]int{}}
 	r.a64Function(fasttp.Function{Addr: 0x400000, Size: 16, Code: a64Words(ldaxr, add, stlxr, cbnz)}, testModel(false))
-	if r.InExclusive != 1 || r.Jump != 2 || r.Reasons["load/store exclusive"] != 2 {
+	if r.Jump != 1 || r.Reasons["load/store exclusive"] != 2 || r.Reasons[reasonKey(a64.ErrBetweenExclusives)] != 1 {
 		t.Errorf("report %+v", r)
 	}
 }
@@ -264,16 +236,13 @@ func TestFileA64(t *testing.T) {
 		off  uint64
 		trap string // "": a jump
 	}{
-		{0, ""}, {4, "load/store exclusive"}, {8, ""}, {12, "load/store exclusive"},
+		{0, ""}, {4, "load/store exclusive"}, {8, "between a load-exclusive"}, {12, "load/store exclusive"},
 		{16, ""}, {20, "svc"}, {24, ""}, {28, "udf or reserved encoding"}, {32, ""},
 	} {
 		why, ok := trapAt[fmt.Sprintf("%#x", sites+c.off)]
 		if ok != (c.trap != "") || !strings.Contains(why, c.trap) {
 			t.Errorf("sites+%d: trap %v %q, want %q", c.off, ok, why, c.trap)
 		}
-	}
-	if r.InExclusive == 0 {
-		t.Error("no jump between exclusives (sites+8 is one)")
 	}
 }
 

@@ -56,11 +56,10 @@
 // FDE (crt1's _start, padding between functions) is not counted. Such a
 // file has no mapping symbols either, so data in code would count as
 // instructions (GCC keeps AArch64 constants in .rodata: Debian 12's
-// coreutils have no word in .text that does not decode). The report also
-// counts jumps placed between a load-exclusive and the next
-// store-exclusive (InExclusive): the installer refuses only the
-// exclusives themselves, but a b to a pad there clears the exclusive
-// monitor, and the loop may retry for ever.
+// coreutils have no word in .text that does not decode). As the
+// installer does, an instruction between a load-exclusive and its
+// store-exclusive (a64.BetweenExclusives) is a trap: a b to a pad there
+// clears the exclusive monitor, and the loop would retry for ever.
 //
 // The address space is modelled as under the stub with ASLR off on
 // aarch64 Linux (48-bit addresses, as in the arm64 VM): a PIE executable
@@ -152,13 +151,6 @@ type Report struct {
 	// Guarded: the file is BTI-guarded (its GNU property note has
 	// GNU_PROPERTY_AARCH64_FEATURE_1_BTI), so landing pads are traps.
 	Guarded bool `json:"bti_guarded,omitempty"`
-	// InExclusive counts the jumps placed between a load-exclusive and
-	// the next store-exclusive of the same function (within
-	// exclusiveSpan words): there the b and the pad clear the exclusive
-	// monitor, so the store-exclusive fails and the loop may never end.
-	// The installer does not look (a64.Decode refuses only the
-	// exclusives themselves); they are in Jump.
-	InExclusive int `json:"in_exclusive,omitempty"`
 }
 
 // File computes the report of the ELF file at path: an x86-64 file with

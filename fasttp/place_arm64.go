@@ -44,6 +44,9 @@ func (in *Installer) placeA64(tp *tracing.Tracepoint, acts *padActions) error {
 	if in.trapsWithin(tp.Addr, 4) {
 		return errors.New("another tracepoint shares its bytes")
 	}
+	if in.inAtomicSequence(tp.Addr) {
+		return errors.New(a64.ErrBetweenExclusives)
+	}
 	guarded, err := in.btiGuarded(tp.Addr)
 	if err != nil {
 		return err
@@ -107,4 +110,30 @@ func (in *Installer) btiGuarded(addr uint64) (bool, error) {
 		return false, fmt.Errorf("%#x is in no executable mapping", addr)
 	}
 	return g.bt, nil
+}
+
+// inAtomicSequence reports whether the instruction at addr lies between
+// a load-exclusive and its store-exclusive (a64.BetweenExclusives),
+// from the a64.ExclusiveSpan words before it (as many as can be read)
+// and as many after.
+func (in *Installer) inAtomicSequence(addr uint64) bool {
+	const n = a64.ExclusiveSpan
+	var before []uint32 // nearest first
+	var w [4]byte
+	for k := uint64(1); k <= n && addr >= 4*k; k++ {
+		if m, _ := in.readCode(addr-4*k, w[:]); m != len(w) {
+			break
+		}
+		before = append(before, binary.LittleEndian.Uint32(w[:]))
+	}
+	after := make([]byte, 4*(n+1))
+	m, _ := in.readCode(addr, after)
+	words := make([]uint32, 0, len(before)+m/4)
+	for i := len(before) - 1; i >= 0; i-- {
+		words = append(words, before[i])
+	}
+	for i := 0; i+4 <= m; i += 4 {
+		words = append(words, binary.LittleEndian.Uint32(after[i:]))
+	}
+	return len(words) > len(before) && a64.BetweenExclusives(words)[len(before)]
 }

@@ -1,6 +1,9 @@
 package fasttp
 
-import "testing"
+import (
+	"encoding/binary"
+	"testing"
+)
 
 func TestArm64StoreExclusive(t *testing.T) {
 	for _, tc := range []struct {
@@ -21,6 +24,41 @@ func TestArm64StoreExclusive(t *testing.T) {
 	} {
 		if got := isStoreExclusive(tc.w); got != tc.want {
 			t.Errorf("%s (%#08x): %v, want %v", tc.name, tc.w, got, tc.want)
+		}
+	}
+}
+
+// TestArm64AtomicSequence: no jump between a load-exclusive and its
+// store-exclusive (placeA64 asks inAtomicSequence), read from the code
+// around the site, also at the start of readable code.
+func TestArm64AtomicSequence(t *testing.T) {
+	const (
+		page  = 0 // nothing before it to read
+		ldaxr = 0x885ffc02
+		stlxr = 0x8803fc02
+		add   = 0x11000442
+		cbnz  = 0x35ffffa3
+	)
+	code := make([]byte, codePage)
+	for i := 0; i < codePage; i += 4 {
+		binary.LittleEndian.PutUint32(code[i:], add)
+	}
+	put := func(off int, w uint32) { binary.LittleEndian.PutUint32(code[off:], w) }
+	put(0, ldaxr) // at the page's start: nothing readable before it
+	put(8, stlxr)
+	put(0x100, ldaxr)
+	put(0x110, stlxr)
+	put(0x114, cbnz)
+	in := &Installer{codePages: codeCache{page: code}}
+	for _, tc := range []struct {
+		off  uint64
+		want bool
+	}{
+		{0, false}, {4, true}, {8, false}, {12, false},
+		{0xfc, false}, {0x100, false}, {0x104, true}, {0x10c, true}, {0x110, false}, {0x114, false},
+	} {
+		if got := in.inAtomicSequence(page + tc.off); got != tc.want {
+			t.Errorf("+%#x: %v, want %v", tc.off, got, tc.want)
 		}
 	}
 }

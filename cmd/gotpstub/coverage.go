@@ -81,7 +81,6 @@ func add(total, r *coverage.Report, n int) {
 	total.Entries += r.Entries
 	total.EntryJump += r.EntryJump
 	total.Data += r.Data
-	total.InExclusive += r.InExclusive
 	for k, v := range r.Reasons {
 		total.Reasons[k] += v
 	}
@@ -107,9 +106,6 @@ func printCoverage(w io.Writer, r *coverage.Report) {
 		}
 		if r.Guarded {
 			notes = append(notes, "BTI-guarded")
-		}
-		if r.InExclusive > 0 {
-			notes = append(notes, fmt.Sprintf("%d jumps between a load- and a store-exclusive", r.InExclusive))
 		}
 		tail := ""
 		if len(notes) > 0 {
