@@ -67,7 +67,7 @@ func (r *Report) a64Function(fn fasttp.Function, m *a64Model) {
 	for i := range words {
 		words[i] = binary.LittleEndian.Uint32(fn.Code[4*i:])
 	}
-	between := a64.BetweenExclusives(words)
+	atomic := a64.AtomicSequence(words)
 	for i, word := range words {
 		addr := fn.Addr + 4*uint64(i)
 		if inRanges(m.data, addr) {
@@ -80,8 +80,8 @@ func (r *Report) a64Function(fn fasttp.Function, m *a64Model) {
 			r.Entries++
 		}
 		err := m.site(addr, word)
-		if err == nil && between[i] {
-			err = errBetweenExclusives // the installer's refusal (fasttp's placeA64)
+		if err == nil && atomic[i] {
+			err = errAtomicSequence // the installer's refusal (fasttp's refuseSite)
 		}
 		if err != nil {
 			r.a64Trap(addr, word, err)
@@ -145,9 +145,9 @@ func arenaNear(free []fasttp.Range, addr uint64) (uint64, error) {
 	return best, nil
 }
 
-// errBetweenExclusives is the installer's refusal of a site inside an
-// atomic sequence (a64.BetweenExclusives).
-var errBetweenExclusives = errors.New(a64.ErrBetweenExclusives)
+// errAtomicSequence is the installer's refusal of a site inside an
+// atomic sequence (a64.AtomicSequence).
+var errAtomicSequence = errors.New(a64.ErrAtomicSequence)
 
 // a64Addrs matches the word and address a64's refusals start with.
 var a64Addrs = regexp.MustCompile(`^(fast tracepoint at 0x[0-9a-f]+: )?a64: instruction cannot be relocated: (0x[0-9a-f]+) at 0x[0-9a-f]+: `)

@@ -139,7 +139,7 @@ func TestBetweenExclusivesReport(t *testing.T) {
 	// them (the installer refuses it); the cbnz gets a jump.
 	r := &Report{Reasons: map[string]int{}}
 	r.a64Function(fasttp.Function{Addr: 0x400000, Size: 16, Code: a64Words(ldaxr, add, stlxr, cbnz)}, testModel(false))
-	if r.Jump != 1 || r.Reasons["load/store exclusive"] != 2 || r.Reasons[reasonKey(a64.ErrBetweenExclusives)] != 1 {
+	if r.Jump != 1 || r.Reasons["load/store exclusive"] != 2 || r.Reasons[reasonKey(a64.ErrAtomicSequence)] != 1 {
 		t.Errorf("report %+v", r)
 	}
 }
@@ -236,7 +236,7 @@ func TestFileA64(t *testing.T) {
 		off  uint64
 		trap string // "": a jump
 	}{
-		{0, ""}, {4, "load/store exclusive"}, {8, "between a load-exclusive"}, {12, "load/store exclusive"},
+		{0, ""}, {4, "load/store exclusive"}, {8, "inside an atomic sequence"}, {12, "load/store exclusive"},
 		{16, ""}, {20, "svc"}, {24, ""}, {28, "udf or reserved encoding"}, {32, ""},
 	} {
 		why, ok := trapAt[fmt.Sprintf("%#x", sites+c.off)]

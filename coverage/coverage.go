@@ -57,9 +57,10 @@
 // file has no mapping symbols either, so data in code would count as
 // instructions (GCC keeps AArch64 constants in .rodata: Debian 12's
 // coreutils have no word in .text that does not decode). As the
-// installer does, an instruction between a load-exclusive and its
-// store-exclusive (a64.BetweenExclusives) is a trap: a b to a pad there
-// clears the exclusive monitor, and the loop would retry for ever.
+// installer does, an instruction inside an atomic sequence (a
+// load-exclusive to its store-exclusive, a64.AtomicSequence) gets no
+// jump (the installer refuses any tracepoint there: a b to a pad or a
+// trap clears the exclusive monitor, and the loop would retry for ever).
 //
 // The address space is modelled as under the stub with ASLR off on
 // aarch64 Linux (48-bit addresses, as in the arm64 VM): a PIE executable

@@ -572,6 +572,9 @@ func (in *Installer) Install(tp *tracing.Tracepoint) error {
 }
 
 func (in *Installer) install(tp *tracing.Tracepoint) error {
+	if err := in.refuseSite(tp.Addr); err != nil { // isa_*.go
+		return fmt.Errorf("no tracepoint at %#x: %w", tp.Addr, err)
+	}
 	// A jump and a trap cannot share code: a trap at a jump's first
 	// byte would step the original instruction and bypass the pad, one
 	// inside the covered bytes would never run. Tracepoints sharing or

@@ -44,9 +44,6 @@ func (in *Installer) placeA64(tp *tracing.Tracepoint, acts *padActions) error {
 	if in.trapsWithin(tp.Addr, 4) {
 		return errors.New("another tracepoint shares its bytes")
 	}
-	if in.inAtomicSequence(tp.Addr) {
-		return errors.New(a64.ErrBetweenExclusives)
-	}
 	guarded, err := in.btiGuarded(tp.Addr)
 	if err != nil {
 		return err
@@ -112,8 +109,19 @@ func (in *Installer) btiGuarded(addr uint64) (bool, error) {
 	return g.bt, nil
 }
 
-// inAtomicSequence reports whether the instruction at addr lies between
-// a load-exclusive and its store-exclusive (a64.BetweenExclusives),
+// refuseSite says why no tracepoint, jump or trap, may go at addr: it
+// lies in an atomic sequence (inAtomicSequence), where either would
+// keep the loop from ever completing.
+func (in *Installer) refuseSite(addr uint64) error {
+	if in.inAtomicSequence(addr) {
+		return errors.New(a64.ErrAtomicSequence)
+	}
+	return nil
+}
+
+// inAtomicSequence reports whether the instruction at addr lies in an
+// atomic sequence, a load-exclusive to its store-exclusive
+// (a64.AtomicSequence),
 // from the a64.ExclusiveSpan words before it (as many as can be read)
 // and as many after.
 func (in *Installer) inAtomicSequence(addr uint64) bool {
@@ -135,5 +143,5 @@ func (in *Installer) inAtomicSequence(addr uint64) bool {
 	for i := 0; i+4 <= m; i += 4 {
 		words = append(words, binary.LittleEndian.Uint32(after[i:]))
 	}
-	return len(words) > len(before) && a64.BetweenExclusives(words)[len(before)]
+	return len(words) > len(before) && a64.AtomicSequence(words)[len(before)]
 }

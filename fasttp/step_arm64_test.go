@@ -28,8 +28,8 @@ func TestArm64StoreExclusive(t *testing.T) {
 	}
 }
 
-// TestArm64AtomicSequence: no jump between a load-exclusive and its
-// store-exclusive (placeA64 asks inAtomicSequence), read from the code
+// TestArm64AtomicSequence: no tracepoint from a load-exclusive to its
+// store-exclusive (refuseSite asks inAtomicSequence), read from the code
 // around the site, also at the start of readable code.
 func TestArm64AtomicSequence(t *testing.T) {
 	const (
@@ -54,8 +54,8 @@ func TestArm64AtomicSequence(t *testing.T) {
 		off  uint64
 		want bool
 	}{
-		{0, false}, {4, true}, {8, false}, {12, false},
-		{0xfc, false}, {0x100, false}, {0x104, true}, {0x10c, true}, {0x110, false}, {0x114, false},
+		{0, true}, {4, true}, {8, true}, {12, false},
+		{0xfc, false}, {0x100, true}, {0x104, true}, {0x10c, true}, {0x110, true}, {0x114, false},
 	} {
 		if got := in.inAtomicSequence(page + tc.off); got != tc.want {
 			t.Errorf("+%#x: %v, want %v", tc.off, got, tc.want)

@@ -1,23 +1,23 @@
 package a64
 
-// ErrBetweenExclusives says why a site inside an atomic sequence gets no
-// jump (BetweenExclusives).
-const ErrBetweenExclusives = "between a load-exclusive and its store-exclusive: the b to the pad would make the store fail every time"
+// ErrAtomicSequence says why no tracepoint may go inside an atomic
+// sequence (AtomicSequence).
+const ErrAtomicSequence = "inside an atomic sequence (a load-exclusive to its store-exclusive): a tracepoint there, a jump's b or a trap's brk, clears the exclusive monitor, so the store would fail every time and the loop never end"
 
 // ExclusiveSpan bounds how far after a load-exclusive its
-// store-exclusive is looked for (BetweenExclusives): the exclusive
+// store-exclusive is looked for (AtomicSequence): the exclusive
 // loops compilers and hand-written atomics emit are a few instructions
 // long.
 const ExclusiveSpan = 16
 
-// BetweenExclusives marks the words strictly between a load-exclusive
-// and the first exclusive after it when that is a store-exclusive
-// within ExclusiveSpan words: an atomic sequence. A fast tracepoint must
-// not go there: the b to the pad, and the pad's own memory accesses,
-// clear the exclusive monitor the load set, so the store-exclusive
-// fails every time and the loop retries for ever (Decode refuses the
-// exclusives themselves).
-func BetweenExclusives(words []uint32) []bool {
+// AtomicSequence marks the words of atomic sequences: from a
+// load-exclusive to the first exclusive after it when that is a
+// store-exclusive within ExclusiveSpan words, both included. No
+// tracepoint may go there: a fast one's b to the pad (and the pad's own
+// memory accesses) or a trap's exception clears the exclusive monitor
+// the load set, so the store-exclusive fails every time and the loop
+// retries for ever (ErrAtomicSequence).
+func AtomicSequence(words []uint32) []bool {
 	between := make([]bool, len(words))
 	for i, w := range words {
 		if load, ok := isExclusive(w); !ok || !load {
@@ -26,7 +26,7 @@ func BetweenExclusives(words []uint32) []bool {
 		for j := i + 1; j < len(words) && j <= i+ExclusiveSpan; j++ {
 			if load, ok := isExclusive(words[j]); ok {
 				if !load {
-					for k := i + 1; k < j; k++ {
+					for k := i; k <= j; k++ {
 						between[k] = true
 					}
 				}

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-func TestBetweenExclusives(t *testing.T) {
+func TestAtomicSequence(t *testing.T) {
 	const (
 		ldaxr = 0x885ffc02
 		stlxr = 0x8803fc02
@@ -22,24 +22,24 @@ func TestBetweenExclusives(t *testing.T) {
 	for _, c := range []struct {
 		name  string
 		words []uint32
-		want  []int // the indices between
+		want  []int // the indices in a sequence
 	}{
-		{"loop", []uint32{add, ldaxr, add, add, stlxr, cbnz}, []int{2, 3}},
-		{"pair", []uint32{ldxp, add, stxp}, []int{1}},
+		{"loop", []uint32{add, ldaxr, add, add, stlxr, cbnz}, []int{1, 2, 3, 4}},
+		{"pair", []uint32{ldxp, add, stxp}, []int{0, 1, 2}},
 		{"no store", []uint32{ldaxr, add, add, cbnz}, nil},
-		{"two loads", []uint32{ldaxr, ldaxr, add, stlxr}, []int{2}},
+		{"two loads", []uint32{ldaxr, ldaxr, add, stlxr}, []int{1, 2, 3}},
 		{"store too far", append(append([]uint32{ldaxr}, fill...), stlxr), nil},
-		{"store at the span", append(append([]uint32{ldaxr}, fill[1:]...), stlxr), []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}},
+		{"store at the span", append(append([]uint32{ldaxr}, fill[1:]...), stlxr), []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}},
 		{"casp", []uint32{casp, add, stlxr}, nil},
 	} {
 		var got []int
-		for i, b := range BetweenExclusives(c.words) {
+		for i, b := range AtomicSequence(c.words) {
 			if b {
 				got = append(got, i)
 			}
 		}
 		if !reflect.DeepEqual(got, c.want) {
-			t.Errorf("%s: between %v, want %v", c.name, got, c.want)
+			t.Errorf("%s: in a sequence %v, want %v", c.name, got, c.want)
 		}
 	}
 }
