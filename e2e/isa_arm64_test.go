@@ -64,7 +64,7 @@ var arm64Tests = map[string]bool{
 	"TestFastTraceDivisionByZeroStopsRun": true, "TestFastTraceLoopingConditionStopsRun": true,
 	"TestFastTraceRestartIsClean": true, "TestProgramOutlivesKilledStub": true,
 	"TestFastTraceFramesSurviveKilledGDB": true, "TestFastTraceLanesReadyAtThreadStart": true,
-	"TestCompactRecordTimes": true,
+	"TestCompactRecordTimes": true, "TestTracepointInAtomicSequenceRefused": true,
 }
 
 // skipOnThisISA skips a test arm64Tests does not name.
