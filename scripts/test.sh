@@ -82,6 +82,7 @@ fuzz fasttp FuzzPlanSite 300000x
 fuzz fasttp FuzzSiteCandidates 300000x
 fuzz fasttp FuzzNextMatch 500000x
 fuzz fasttp FuzzParseMaps 500000x
+fuzz fasttp FuzzParseGuarded 500000x
 fuzz fasttp/a64 FuzzDecodeRelocate 300000x
 fuzz fasttp/a64 FuzzPlanSite 300000x
 fuzz inferior FuzzParseMaps 500000x
