@@ -356,7 +356,11 @@
 // windows of code, arenaWindowShift, and a site out of its window
 // arena's reach gets a new one); instructions fasttp/a64 refuses (and
 // BTI landing pads in guarded pages, read from smaps' VmFlags "bt") are
-// traps. Pad, tail and b are written through /proc/PID/mem with every
+// traps. No tracepoint at all goes inside an atomic sequence, from a
+// load-exclusive to its store-exclusive (refuseSite,
+// a64.AtomicSequence): a jump's b and pad or a trap's exception clear
+// the exclusive monitor, so the store would fail every time; Install
+// says why and tstart fails. Pad, tail and b are written through /proc/PID/mem with every
 // thread stopped, the b last, one aligned 4-byte store: the kernel's
 // write (copy_to_user_page) does the data and instruction cache
 // maintenance instruction fetch needs, so no thread can see half a
