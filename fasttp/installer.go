@@ -572,8 +572,8 @@ func (in *Installer) Install(tp *tracing.Tracepoint) error {
 }
 
 func (in *Installer) install(tp *tracing.Tracepoint) error {
-	if err := in.refuseSite(tp.Addr); err != nil { // isa_*.go
-		return fmt.Errorf("no tracepoint at %#x: %w", tp.Addr, err)
+	if err := in.refuseSite(tp.Addr); err != nil { // isa_*.go; the engine names the tracepoint
+		return err
 	}
 	// A jump and a trap cannot share code: a trap at a jump's first
 	// byte would step the original instruction and bypass the pad, one
