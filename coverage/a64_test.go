@@ -227,7 +227,7 @@ func TestFileA64(t *testing.T) {
 		r.EntryJump > r.Entries || r.Entries < 100 || r.Jump < r.Instructions/2 || r.Kept+r.Punned+r.Short+r.Evicted != 0 {
 		t.Fatalf("inconsistent report %+v", r)
 	}
-	sites := goSymbol(t, prog, "main.sites")
+	sites := symbol(t, prog, "main.sites")
 	trapAt := map[string]string{}
 	for _, tr := range r.Traps {
 		trapAt[tr.Addr] = tr.Reason
@@ -244,23 +244,4 @@ func TestFileA64(t *testing.T) {
 			t.Errorf("sites+%d: trap %v %q, want %q", c.off, ok, why, c.trap)
 		}
 	}
-}
-
-// goSymbol returns the address of the Go function name (its ABI0 or
-// ABIInternal symbol).
-func goSymbol(t *testing.T, path, name string) uint64 {
-	t.Helper()
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	syms, _ := f.Symbols()
-	for _, s := range syms {
-		if s.Name == name || s.Name == name+".abi0" {
-			return s.Value
-		}
-	}
-	t.Fatalf("no symbol %s", name)
-	return 0
 }

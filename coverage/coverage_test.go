@@ -30,6 +30,8 @@ func buildSource(t *testing.T, name string, flags ...string) string {
 	return out
 }
 
+// symbol returns the address of the function name in the ELF file at
+// path (for a Go function, its ABIInternal or ABI0 symbol).
 func symbol(t *testing.T, path, name string) uint64 {
 	t.Helper()
 	f, err := elf.Open(path)
@@ -39,7 +41,7 @@ func symbol(t *testing.T, path, name string) uint64 {
 	defer f.Close()
 	syms, _ := f.Symbols()
 	for _, s := range syms {
-		if s.Name == name {
+		if s.Name == name || s.Name == name+".abi0" {
 			return s.Value
 		}
 	}
