@@ -3,7 +3,7 @@ package fasttp
 import (
 	"bufio"
 	"bytes"
-	"strconv"
+	"slices"
 	"strings"
 )
 
@@ -27,7 +27,7 @@ func parseGuarded(smaps []byte) []guardRange {
 		line := sc.Text()
 		if flags, ok := strings.CutPrefix(line, "VmFlags:"); ok {
 			if cur >= 0 {
-				out[cur].bt = hasFlag(flags, "bt")
+				out[cur].bt = slices.Contains(strings.Fields(flags), "bt")
 			}
 			continue
 		}
@@ -49,29 +49,14 @@ func parseGuarded(smaps []byte) []guardRange {
 // offset dev inode [path]"); ok is false for the field lines.
 func mappingHeader(line string) (r Range, perms string, ok bool) {
 	f := strings.Fields(line)
-	if len(f) < 5 {
+	if len(f) < 5 || len(f[1]) != 4 {
 		return Range{}, "", false
 	}
-	lo, hi, found := strings.Cut(f[0], "-")
-	if !found {
+	r, err := parseAddrRange(f[0])
+	if err != nil || r.End == r.Start {
 		return Range{}, "", false
 	}
-	start, err1 := strconv.ParseUint(lo, 16, 64)
-	end, err2 := strconv.ParseUint(hi, 16, 64)
-	if err1 != nil || err2 != nil || end <= start || len(f[1]) != 4 {
-		return Range{}, "", false
-	}
-	return Range{start, end}, f[1], true
-}
-
-// hasFlag reports whether the space-separated flags hold flag.
-func hasFlag(flags, flag string) bool {
-	for _, f := range strings.Fields(flags) {
-		if f == flag {
-			return true
-		}
-	}
-	return false
+	return r, f[1], true
 }
 
 // guardAt returns the mapping of rs holding addr.

@@ -200,27 +200,37 @@ func ParseMaps(maps []byte) ([]Range, error) {
 			continue
 		}
 		field, _, _ := strings.Cut(text, " ")
-		startHex, endHex, ok := strings.Cut(field, "-")
-		if !ok {
-			return nil, fmt.Errorf("maps line %d %q: no start-end range", line, text)
-		}
-		start, err := strconv.ParseUint(startHex, 16, 64)
+		r, err := parseAddrRange(field)
 		if err != nil {
-			return nil, fmt.Errorf("maps line %d: start: %w", line, err)
+			return nil, fmt.Errorf("maps line %d %q: %w", line, text, err)
 		}
-		end, err := strconv.ParseUint(endHex, 16, 64)
-		if err != nil {
-			return nil, fmt.Errorf("maps line %d: end: %w", line, err)
-		}
-		if end < start {
-			return nil, fmt.Errorf("maps line %d: end %#x below start %#x", line, end, start)
-		}
-		out = append(out, Range{start, end})
+		out = append(out, r)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("read maps: %w", err)
 	}
 	return out, nil
+}
+
+// parseAddrRange parses a maps or smaps line's first field, "start-end"
+// in hex, end not below start.
+func parseAddrRange(field string) (Range, error) {
+	startHex, endHex, ok := strings.Cut(field, "-")
+	if !ok {
+		return Range{}, errors.New("no start-end range")
+	}
+	start, err := strconv.ParseUint(startHex, 16, 64)
+	if err != nil {
+		return Range{}, fmt.Errorf("start: %w", err)
+	}
+	end, err := strconv.ParseUint(endHex, 16, 64)
+	if err != nil {
+		return Range{}, fmt.Errorf("end: %w", err)
+	}
+	if end < start {
+		return Range{}, fmt.Errorf("end %#x below start %#x", end, start)
+	}
+	return Range{start, end}, nil
 }
 
 // FreeRanges returns the parts of [lo, hi) not covered by any of the
