@@ -33,7 +33,10 @@
 //     ldar/stlr, and the LSE atomics, cas/casp/ldadd..., are copied: they
 //     need no monitor.) Note that this refuses the exclusives themselves
 //     only; a site between an ldxr and its stxr is just as bad, and seeing
-//     that needs the surrounding code (the caller's placement analysis).
+//     that needs the surrounding code: AtomicSequence (exclusive.go)
+//     marks the words from a load-exclusive to its store-exclusive within
+//     ExclusiveSpan words, and the installer refuses any tracepoint there
+//     (a trap's exception clears the monitor too).
 //   - memory copy and set (FEAT_MOPS cpyp/cpym/cpye, setp/setm/sete and
 //     their variants): the three instructions of a sequence must run one
 //     after the other, and after a MOPS exception (a thread moved to a CPU
@@ -161,7 +164,7 @@
 // and pads close to their sites, keep every form short.
 //
 // What PlanSite cannot see, the installer must: a site between an ldxr
-// and its stxr, a landing pad in a guarded page when it does not pass
+// and its stxr (AtomicSequence, given the words around it), a landing pad in a guarded page when it does not pass
 // Guarded, and threads whose pc is inside a pad or tail when the
 // tracepoint is removed. (A thread stopped at the site needs nothing:
 // the word is replaced by one store, and it then takes the pad.)
