@@ -174,10 +174,11 @@
 // notes say so) and is placed again, in the same table slot, at the first
 // stop after the last one went where no thread is stopped inside the
 // covered bytes (gdb stepping over the breakpoint takes it out for one
-// step). In gdb's non-stop mode the server pauses every running thread
+// step). In gdb's non-stop mode, with live patching off (--live-patch=off, and
+// on arm64) the server pauses every running thread
 // (inferior.Process.Pause) while the installer changes code and moves
-// paused threads out of pads first (Stabilize). With --live-patch
-// (experimental) it does not: the jumps go in and out with the threads running
+// paused threads out of pads first (Stabilize). With live patching
+// (x86-64's default) it does not: the jumps go in and out with the threads running
 // (inferior's text_poke_bp-style protocol), threads inside a new jump's
 // covered bytes are moved by the same function as in a pause, given to
 // RelocatePCsLive (only jumps over more than one instruction need it),
@@ -256,7 +257,7 @@
 
 // At QTStart (StartRun) the lanes are emptied, counters and the stop word
 // cleared and tracepoint slots reused, so a new experiment never sees an
-// earlier one's records or errors; with threads running (--live-patch)
+// earlier one's records or errors; with threads running (live patching)
 // it first waits until none is inside a pad (leavePads), for one would
 // commit a record of the last run into the emptied lanes: it looks at
 // every thread's pc (AllPCs), up to 20 times 200 µs apart, until none

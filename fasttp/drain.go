@@ -443,7 +443,7 @@ const (
 	padExitPause = 200 * time.Microsecond
 )
 
-// leavePads waits, with threads running (non-stop, --live-patch), until
+// leavePads waits, with threads running (non-stop, live patching), until
 // no thread is inside a pad: each look stops every running thread a
 // moment for its pc (inferior.Process.AllPCs). A thread there may be in
 // the middle of a record of the run that ended, which it would commit

@@ -57,8 +57,8 @@
 //
 // # Patching code while threads run (livepatch.go)
 //
-// With SetLivePatching(true) (gotpstub --live-patch, experimental),
-// code patches made while threads run go through a text_poke_bp-style
+// With SetLivePatching(true) (gotpstub's default on x86-64,
+// LivePatchByDefault; --live-patch=off pauses instead), code patches made while threads run go through a text_poke_bp-style
 // protocol: an int3 over each patch's first byte, every CPU running the
 // process
 // serialised (membarrier MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE,

@@ -143,6 +143,7 @@ func (p *Process) resumeThread(t *thread) {
 // first; see prepareSignal), writing stale debug registers first. A
 // signal it fails to deliver is queued again for the thread.
 func (p *Process) rawResume(t *thread, step bool, qs queuedSignal) error {
+	t.lowerStopped()
 	if err := p.flushBeforeResume(t); err != nil {
 		return fmt.Errorf("resuming thread %d: %w", t.tid, err)
 	}

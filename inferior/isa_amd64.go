@@ -29,3 +29,9 @@ const userSpaceTop = 0x7ffffffff000
 // ReadWatchpoints tells whether the hardware can watch reads alone
 // (ReadWatchpoint): x86 debug registers cannot.
 const ReadWatchpoints = false
+
+// LivePatchByDefault tells whether code is patched with the threads
+// running (SetLivePatching) unless asked otherwise: on x86-64 the
+// text_poke_bp-style protocol of livepatch.go makes any patch safe
+// while threads run.
+const LivePatchByDefault = true

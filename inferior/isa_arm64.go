@@ -30,3 +30,10 @@ const userSpaceTop = 0xfffffffff000
 // ReadWatchpoints tells whether the hardware can watch reads alone
 // (ReadWatchpoint): arm64 watchpoints can (load-only).
 const ReadWatchpoints = true
+
+// LivePatchByDefault tells whether code is patched with the threads
+// running (SetLivePatching) unless asked otherwise: not on arm64, where
+// the architecture allows a concurrently executed instruction to be
+// replaced only among b, bl, brk, nop, svc and a few others, so a `b`
+// over an arbitrary instruction is written with every thread paused.
+const LivePatchByDefault = false

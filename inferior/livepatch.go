@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -38,8 +39,13 @@ import (
 // The patches of one Exclusive call go through the steps together, so a
 // tstart placing a thousand jumps synchronises twice. No thread is
 // stopped for longer than one injected system call (the thread that runs
-// membarrier) or one pc check (the threads checked for the covered
-// bytes); LiveStats says how long the longest such stop took.
+// membarrier), one pc check (the threads checked for the covered bytes)
+// or the stub's turn at an int3 it met; LiveStats says how long the
+// longest such stop took. To keep those short on busy CPUs, the ptrace
+// thread runs real-time (prio.Realtime) during a flush and a look at the
+// running threads' pcs and waits for stops with short sleeps of its own
+// (napForStatus), not behind Go's scheduler; a thread sent a SIGSTOP is
+// real-time until it has stopped (raiseToStop).
 
 // membarrier commands (linux/membarrier.h).
 const (
@@ -119,6 +125,8 @@ type LiveStats struct {
 	// thread stopped to run a system call is runnable while it waits
 	// to be scheduled for it, as it would be unstopped.
 	LongestPause time.Duration
+	// LongestWhy says what LongestHold's thread was stopped for.
+	LongestWhy string
 }
 
 var (
@@ -186,7 +194,7 @@ func (p *Process) LiveStats() LiveStats {
 // from zero.
 func (p *Process) ResetLongestHold() {
 	_ = p.do(func() error {
-		p.live.stats.LongestHold, p.live.stats.LongestPause = 0, 0
+		p.live.stats.LongestHold, p.live.stats.LongestPause, p.live.stats.LongestWhy = 0, 0, ""
 		return nil
 	})
 }
@@ -428,6 +436,7 @@ func (p *Process) flushLive() error {
 	}
 	p.live.flushing = true
 	defer func() { p.live.flushing = false }()
+	defer prio.Realtime(p.tracerTid)()
 	p.live.flushStart, p.live.lastPoll = time.Now(), time.Now()
 	p.live.stats.Flushes++
 	p.live.stats.Patches += len(q)
@@ -540,9 +549,13 @@ func (p *Process) liveTrap(t *thread, pc uint64) bool {
 	if bp := p.swbps[at]; bp != nil && bp.inserted {
 		return false
 	}
-	var b [breakpointLen]byte
-	if _, err := p.readNow(at, b[:]); err != nil {
-		return false
+	// A flush's int3 is in memory until the flush takes it out
+	// (traps); one taken out may be back as another int3 since.
+	b := breakpointInsn
+	if !during {
+		if _, err := p.readNow(at, b[:]); err != nil {
+			return false
+		}
 	}
 	to := at // a stale copy of the code: run what is there now
 	switch {
@@ -565,6 +578,7 @@ func (p *Process) liveTrap(t *thread, pc uint64) bool {
 	}
 	p.live.stats.Redirected++
 	_ = p.rawResume(t, t.step, queuedSignal{})
+	t.sentOn = time.Now()
 	return true
 }
 
@@ -589,7 +603,7 @@ func (p *Process) releaseParked() {
 	parked := p.live.parked
 	p.live.parked = nil
 	for _, t := range parked {
-		p.noteHold(time.Since(p.live.flushStart))
+		p.noteHold("parked until a flush's end", time.Since(p.live.flushStart))
 		if p.threads[t.tid] == t && t.stopped && !t.zombie && !p.hasPending(t.tid) {
 			_ = p.rawResume(t, t.step, queuedSignal{})
 		}
@@ -606,7 +620,23 @@ func (p *Process) pollLive(want int) (unix.WaitStatus, bool) {
 
 // pollLiveAny is pollLive for any of the threads in want.
 func (p *Process) pollLiveAny(want map[int]bool) (int, unix.WaitStatus, bool) {
-	for {
+	// One thread waited for (the flush's system call, a hold): once
+	// every thread has had a turn (the stops there are now), its status
+	// is looked for before each other one, or a stream of int3 hits by
+	// threads running hot through a patched site (each sent on comes
+	// back in a moment) would keep the flush from going on.
+	one := 0
+	if len(want) == 1 {
+		for tid := range want {
+			one = max(tid, 0)
+		}
+	}
+	for turns := 0; ; turns++ {
+		if one != 0 && turns > len(p.threads) {
+			if wpid, ws, err := wait4(one, unix.WNOHANG); err == nil && wpid == one {
+				return wpid, ws, true
+			}
+		}
 		wpid, ws, err := wait4(-1, unix.WNOHANG)
 		if err != nil || wpid <= 0 {
 			if p.live.flushing {
@@ -617,10 +647,11 @@ func (p *Process) pollLiveAny(want map[int]bool) (int, unix.WaitStatus, bool) {
 		if _, ok := want[wpid]; ok {
 			return wpid, ws, true
 		}
-		if p.isLiveTrapStatus(wpid, ws) {
-			p.handleStatus(wpid, ws)
+		if pc, ok := p.liveTrapStop(wpid, ws); ok {
+			held := p.int3Hold(wpid)
+			p.handleLiveTrapStop(p.threads[wpid], ws, pc)
 			if p.live.flushing {
-				p.noteHold(time.Since(p.live.lastPoll))
+				p.noteHold("sent on from an int3", held)
 			}
 			continue
 		}
@@ -628,22 +659,55 @@ func (p *Process) pollLiveAny(want map[int]bool) (int, unix.WaitStatus, bool) {
 	}
 }
 
+// int3Hold bounds how long thread tid, whose stop at one of the flush's
+// int3s is being collected, has been stopped: it stopped after the last
+// look that found no stop and after it was last sent on.
+func (p *Process) int3Hold(tid int) time.Duration {
+	since := p.live.lastPoll
+	if t := p.threads[tid]; t != nil && t.sentOn.After(since) {
+		since = t.sentOn
+	}
+	return time.Since(since)
+}
+
 // isLiveTrapStatus reports whether ws is tid's stop at one of the
 // flush's int3s.
 func (p *Process) isLiveTrapStatus(tid int, ws unix.WaitStatus) bool {
+	_, ok := p.liveTrapStop(tid, ws)
+	return ok
+}
+
+// liveTrapStop is isLiveTrapStatus, also returning the thread's pc.
+func (p *Process) liveTrapStop(tid int, ws unix.WaitStatus) (uint64, bool) {
 	if p.threads[tid] == nil || !stoppedAtTrap(ws) {
-		return false
+		return 0, false
 	}
 	pc, err := getPC(tid)
 	if err != nil {
-		return false
+		return 0, false
 	}
 	at := pc - breakpointPCAdjust
 	if bp := p.swbps[at]; bp != nil && bp.inserted {
-		return false
+		return 0, false
 	}
 	_, during := p.live.traps[at]
-	return during || p.live.stale[at]
+	return pc, during || p.live.stale[at]
+}
+
+// handleLiveTrapStop handles t's stop ws at pc, one of the flush's int3s
+// (liveTrapStop), as handleStatus would, with the system calls a hot
+// loop through a patched site makes the stub repeat for every pass cut
+// down: the pc already read, an int3 the flush wrote not read back. A
+// stepping thread, or a SIGTRAP that is no int3's, goes the general way.
+func (p *Process) handleLiveTrapStop(t *thread, ws unix.WaitStatus, pc uint64) {
+	t.stopped = true
+	p.noteStopKind(t, false)
+	if !t.step {
+		if si, err := getSiginfo(t.tid); err == nil && (si.Code == siKernel || si.Code == trapBrkpt) && p.liveTrap(t, pc) {
+			return
+		}
+	}
+	p.handleStop(t, ws)
 }
 
 // handleStashed handles the statuses a flush kept for later.
@@ -684,24 +748,40 @@ const liveWaitLimit = 2 * time.Second
 // waitLive waits for the next status of t while serving the flush's
 // int3s (pollLive).
 func (p *Process) waitLive(t *thread) (unix.WaitStatus, error) {
-	// Sleep until SIGCHLD rather than yield: with the program's threads
-	// busy on every CPU, a yield can cost the stub a whole time slice.
+	// Sleep (napForStatus) rather than yield: with the program's
+	// threads busy on every CPU, a yield can cost the stub a whole time
+	// slice.
 	deadline := time.Now().Add(liveWaitLimit)
-	for {
+	for i := 0; ; i++ {
 		if ws, ok := p.pollLive(t.tid); ok {
 			return ws, nil
 		}
 		if time.Now().After(deadline) {
 			return 0, fmt.Errorf("thread %d did not stop", t.tid)
 		}
-		if st := threadState(p.pid, t.tid); st == 'Z' || st == 'X' {
-			return 0, fmt.Errorf("thread %d: %w", t.tid, ErrNoThread)
+		if i%20 == 19 {
+			if st := threadState(p.pid, t.tid); st == 'Z' || st == 'X' {
+				return 0, fmt.Errorf("thread %d: %w", t.tid, ErrNoThread)
+			}
 		}
-		select {
-		case <-p.sigchld:
-		case <-time.After(time.Millisecond):
-		}
+		napForStatus()
 	}
+}
+
+// liveNap is how long napForStatus sleeps.
+const liveNap = 50 * time.Microsecond
+
+// napForStatus sleeps a moment on the calling thread (the ptrace
+// goroutine's, raised) before the next look for a status: a thread
+// stopped for patching live waits for that look. Waking on SIGCHLD
+// instead takes Go's signal goroutine and a timer or scheduler hop, each
+// on one of the stub's threads at its normal weight, which nine busy
+// threads of the program on two CPUs kept off a CPU for milliseconds; a
+// nanosleep wakes this thread itself. RawSyscall keeps the goroutine's P
+// for the moment (sysmon would not retake it sooner anyway).
+func napForStatus() {
+	ts := unix.NsecToTimespec(liveNap.Nanoseconds())
+	_, _, _ = unix.RawSyscall(unix.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0)
 }
 
 // holdThread stops running thread t for the flush's own use. It returns
@@ -717,7 +797,9 @@ func (p *Process) holdThread(t *thread) (held, atTrap bool, err error) {
 		return false, false, fmt.Errorf("stopping thread %d: %w", t.tid, err)
 	}
 	t.sigstopExpected = true
+	t.raiseToStop()
 	ws, err := p.waitLive(t)
+	t.lowerStopped()
 	if err != nil {
 		return false, false, err
 	}
@@ -739,6 +821,28 @@ func (p *Process) holdThread(t *thread) (held, atTrap bool, err error) {
 		return false, false, fmt.Errorf("thread %d: %w", t.tid, ErrNoThread)
 	}
 	return false, false, nil
+}
+
+// raiseToStop makes running thread t real-time (prio.Realtime) until
+// the stop the flush has just sent it is collected (lowerStopped): a
+// thread of the program waiting for a CPU among its busy siblings takes
+// the signal as soon as it can, instead of after their time slices
+// (milliseconds: the flush waits for it, and every thread that meets a
+// flush's int3 meanwhile). The signal is queued before the raise: the
+// thread goes to its stop the next time it runs, or at once if it is on
+// a CPU.
+func (t *thread) raiseToStop() {
+	if t.stopRaise == nil {
+		t.stopRaise = prio.Realtime(t.tid)
+	}
+}
+
+// lowerStopped undoes raiseToStop.
+func (t *thread) lowerStopped() {
+	if t.stopRaise != nil {
+		t.stopRaise()
+		t.stopRaise = nil
+	}
 }
 
 // interruptPending reports whether Interrupt's SIGSTOP went to t.
@@ -779,14 +883,13 @@ func runQueueWait(pid, tid int) time.Duration {
 
 // letGo resumes a thread holdThread stopped (atTrap: at one of the
 // flush's int3s, from which it is sent on), noting how long it was held.
-func (p *Process) letGo(t *thread, hc holdClock, atTrap bool) {
+func (p *Process) letGo(t *thread, hc holdClock, atTrap bool, why string) {
 	wall := time.Since(hc.at)
 	pause := wall
 	if after := runQueueWait(p.pid, t.tid); hc.runq >= 0 && after >= hc.runq {
 		pause -= after - hc.runq
 	}
-	p.live.stats.LongestHold = max(p.live.stats.LongestHold, wall)
-	p.live.stats.LongestPause = max(p.live.stats.LongestPause, pause)
+	p.live.stats.noteHold(why, wall, pause)
 	if atTrap {
 		pc, err := getPC(t.tid)
 		if err == nil && p.liveTrap(t, pc) {
@@ -805,11 +908,19 @@ func (p *Process) letGo(t *thread, hc holdClock, atTrap bool) {
 	_ = p.rawResume(t, t.step, queuedSignal{})
 }
 
-// noteHold records a thread's stop of d for patching live, one it was
-// not runnable during.
-func (p *Process) noteHold(d time.Duration) {
-	p.live.stats.LongestHold = max(p.live.stats.LongestHold, d)
-	p.live.stats.LongestPause = max(p.live.stats.LongestPause, d)
+// noteHold records a thread's stop of d for patching live (for why),
+// one it was not runnable during.
+func (p *Process) noteHold(why string, d time.Duration) {
+	p.live.stats.noteHold(why, d, d)
+}
+
+// noteHold records a thread's stop of wall for patching live (for why),
+// pause of it not runnable.
+func (s *LiveStats) noteHold(why string, wall, pause time.Duration) {
+	if wall > s.LongestHold {
+		s.LongestHold, s.LongestWhy = wall, why
+	}
+	s.LongestPause = max(s.LongestPause, pause)
 }
 
 // runningForLive lists the threads a flush may stop: running, with no
@@ -831,6 +942,7 @@ func (p *Process) runningForLive() []*thread {
 // stop, not the sum); a thread that stops for an event of its own
 // meanwhile is offered as it is.
 func (p *Process) relocateAll(f func(tid int, pc uint64) (uint64, bool)) error {
+	defer prio.Realtime(p.tracerTid)()
 	var first error
 	waiting := map[int]bool{} // tid → the SIGSTOP on its way is ours
 	for _, tid := range p.sortedTids() {
@@ -852,25 +964,35 @@ func (p *Process) relocateAll(f func(tid int, pc uint64) (uint64, bool)) error {
 				continue // gone
 			}
 			t.sigstopExpected = true
+			t.raiseToStop()
 			waiting[tid] = true
 		}
 	}
+	defer func() {
+		for tid := range waiting { // not stopped in time, or gone
+			if t := p.threads[tid]; t != nil {
+				t.lowerStopped()
+			}
+		}
+	}()
 	deadline := time.Now().Add(liveWaitLimit)
-	for len(waiting) > 0 {
+	for naps := 0; len(waiting) > 0; {
 		tid, ws, ok := p.pollLiveAny(waiting)
 		if !ok {
 			if time.Now().After(deadline) {
 				return firstErr(first, fmt.Errorf("%d threads did not stop", len(waiting)))
 			}
-			p.dropGoneThreads(waiting)
-			select {
-			case <-p.sigchld:
-			case <-time.After(time.Millisecond):
+			if naps++; naps%20 == 0 {
+				p.dropGoneThreads(waiting)
 			}
+			napForStatus()
 			continue
 		}
 		ours := waiting[tid]
 		delete(waiting, tid)
+		if t := p.threads[tid]; t != nil {
+			t.lowerStopped()
+		}
 		first = firstErr(first, p.checkStopped(p.threads[tid], ws, ours, f))
 	}
 	return first
@@ -885,7 +1007,7 @@ func (p *Process) checkStopped(t *thread, ws unix.WaitStatus, ours bool, f func(
 		t.stopped, t.sigstopExpected = true, false
 		p.live.stats.Checked++
 		err := p.relocateThread(t, f)
-		p.letGo(t, hc, false)
+		p.letGo(t, hc, false, "having its pc read")
 		return err
 	}
 	if p.isLiveTrapStatus(t.tid, ws) {
@@ -925,7 +1047,7 @@ func (p *Process) withSyscallThread(f func(t *thread) error) error {
 		}
 		hc := p.startHold(c)
 		err := f(c)
-		p.letGo(c, hc, atTrap)
+		p.letGo(c, hc, atTrap, "making an injected system call")
 		return err
 	}
 	return err
@@ -937,9 +1059,11 @@ func (p *Process) withSyscallThread(f func(t *thread) error) error {
 func (p *Process) syncCores() error {
 	return p.withSyscallThread(func(t *thread) error {
 		// Every thread stopped meanwhile waits for this one: raised
-		// while it makes the injected call (its own code always runs
-		// at its own priority).
+		// (real-time where the stub may, else its nice value) while it
+		// makes the injected call; its own code always runs at its own
+		// priority.
 		defer prio.Raise(t.tid)()
+		defer prio.Realtime(t.tid)()
 		if !p.live.registered {
 			if err := p.membarrier(t, membarrierCmdRegisterPrivateExpeditedSyncCore); err != nil {
 				return fmt.Errorf("registering for SYNC_CORE membarriers: %w", err)

@@ -157,6 +157,12 @@ type thread struct {
 	// stopRequested: gdb asked for this running thread to stop (non-stop
 	// vCont;t); its SIGSTOP is reported as a stop with signal 0.
 	stopRequested bool
+	// sentOn is when a flush last sent the thread on from one of its
+	// int3s (liveTrap): its next stop at one came after (int3Hold).
+	sentOn time.Time
+	// stopRaise puts back the scheduling class the thread had before
+	// raiseToStop (nil: not raised).
+	stopRaise func()
 }
 
 type waitResult struct {

@@ -32,3 +32,27 @@ func Nice(tid int) (int, error) {
 	}
 	return 20 - raw, nil // the system call returns 20 - nice
 }
+
+// Realtime puts thread tid in the SCHED_FIFO class at the lowest
+// real-time priority, when the stub may and the thread is not real-time
+// already, and returns what puts its old policy and nice value back.
+// A real-time thread runs as soon as it is runnable, ahead of every
+// ordinary thread: for the moments a thread of the program waits, stopped,
+// for the stub (patching live), whatever the program's other threads
+// keep the CPUs busy with. The kernel's real-time throttling (95% of each
+// second by default) bounds what a runaway real-time thread could take.
+func Realtime(tid int) (restore func()) {
+	old, err := unix.SchedGetAttr(tid, 0)
+	if err != nil || old.Policy != unix.SCHED_NORMAL {
+		return func() {}
+	}
+	rt := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}
+	if unix.SchedSetAttr(tid, &rt, 0) != nil {
+		return func() {}
+	}
+	return func() {
+		back := *old
+		back.Size = unix.SizeofSchedAttr
+		_ = unix.SchedSetAttr(tid, &back, 0)
+	}
+}

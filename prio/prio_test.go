@@ -40,3 +40,34 @@ func TestRaise(t *testing.T) {
 		t.Errorf("nice %d after, want %d as before", got, before)
 	}
 }
+
+// TestRealtime: Realtime makes the thread SCHED_FIFO and its restore
+// function puts the old policy and nice value back; a real-time thread
+// is left as it is.
+func TestRealtime(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	tid := unix.Gettid()
+	attr := func() *unix.SchedAttr {
+		a, err := unix.SchedGetAttr(tid, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	before := attr()
+	restore := Realtime(tid)
+	if got := attr(); got.Policy != unix.SCHED_FIFO {
+		defer restore()
+		t.Skipf("cannot make this thread real-time (not root?): policy %d", got.Policy)
+	}
+	again := Realtime(tid) // real-time already: nothing to put back
+	again()
+	if got := attr(); got.Policy != unix.SCHED_FIFO {
+		t.Errorf("policy %d after a second Realtime's restore, want SCHED_FIFO", got.Policy)
+	}
+	restore()
+	if got := attr(); got.Policy != before.Policy || got.Nice != before.Nice {
+		t.Errorf("policy %d nice %d after, want %d and %d as before", got.Policy, got.Nice, before.Policy, before.Nice)
+	}
+}

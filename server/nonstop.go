@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -417,10 +418,10 @@ func (s *Server) logLive(p *inferior.Process, what string, before inferior.LiveS
 		return
 	}
 	after := p.LiveStats()
-	fmt.Fprintf(w, "gotpstub: non-stop: %s changed code live in %.0f µs: %d patches, %d threads checked, %d moved, %d sent on from an int3, %d parked, %d sent back to an int3; longest thread stop %.0f µs (%.0f µs not counting its wait for a CPU)\n",
+	fmt.Fprintf(w, "gotpstub: non-stop: %s changed code live in %.0f µs: %d patches, %d threads checked, %d moved, %d sent on from an int3, %d parked, %d sent back to an int3; longest thread stop %.0f µs (%.0f µs not counting its wait for a CPU), %s\n",
 		what, float64(time.Since(start).Nanoseconds())/1e3, after.Patches-before.Patches, after.Checked-before.Checked,
 		after.Moved-before.Moved, after.Redirected-before.Redirected, after.Parked-before.Parked, after.Rewound-before.Rewound,
-		float64(after.LongestHold.Nanoseconds())/1e3, float64(after.LongestPause.Nanoseconds())/1e3)
+		float64(after.LongestHold.Nanoseconds())/1e3, float64(after.LongestPause.Nanoseconds())/1e3, cmp.Or(after.LongestWhy, "none"))
 }
 
 // notifyStop queues a stop for gdb, sending it as a %Stop notification

@@ -71,8 +71,9 @@ type Config struct {
 	// (--ftrace-shapes); nil allows all.
 	FtraceShapes map[fasttp.Shape]bool
 	// LivePatch has code changed with the threads running in non-stop
-	// mode (--live-patch: inferior.Process.SetLivePatching) instead of
-	// pausing every running thread for it.
+	// mode (--live-patch, on by default where
+	// inferior.LivePatchByDefault: inferior.Process.SetLivePatching)
+	// instead of pausing every running thread for it.
 	LivePatch bool
 	// Log receives debug messages (--debug); nil disables them.
 	Log io.Writer

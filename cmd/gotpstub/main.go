@@ -28,6 +28,7 @@ import (
 
 	"gotpstub/fasttp"
 	"gotpstub/guard"
+	"gotpstub/inferior"
 	"gotpstub/server"
 )
 
@@ -104,12 +105,13 @@ Debug options:
                         about 4 ms of the thread's start, once per lane;
                         0: none, the thread starts at once and its pads
                         take the page faults of the lane's first lap).
-  --live-patch          In gdb's non-stop mode, put fast tracepoints' jumps
+  --live-patch[=on|off] In gdb's non-stop mode, put fast tracepoints' jumps
                         in and take them out with the threads running
                         (int3 first, membarrier SYNC_CORE, tail, first
                         byte) instead of pausing every thread for it.
-                        Experimental: a stress test lost one hit in
-                        about 60 runs (see README).
+                        On by default on x86-64; off (pausing) on arm64,
+                        whose jumps are always written with the threads
+                        paused (a running thread gets a trap there).
   --ftrace-shapes=LIST  Jump shapes fast tracepoints may take, comma-
                         separated: plain, kept (successor-preserving
                         pun), short (jmp rel8 to padding or into a
@@ -172,8 +174,20 @@ type options struct {
 	rest                           []string
 }
 
+// parseOnOff reads a switch's value: empty (the bare switch), on, off,
+// true, false, 1 or 0.
+func parseOnOff(v string) (bool, error) {
+	switch v {
+	case "", "on", "true", "1":
+		return true, nil
+	case "off", "false", "0":
+		return false, nil
+	}
+	return false, fmt.Errorf("want on or off, not %q", v)
+}
+
 func parseArgs(args []string) (*options, error) {
-	o := &options{disableRandomization: true}
+	o := &options{disableRandomization: true, livePatch: inferior.LivePatchByDefault}
 	i := 0
 	for ; i < len(args); i++ {
 		a := args[i]
@@ -230,8 +244,12 @@ func parseArgs(args []string) (*options, error) {
 				return o, fmt.Errorf("%s: want a number of bytes up to %d", a, 1<<30)
 			}
 			o.threadLaneAhead = &n
-		case a == "--live-patch":
-			o.livePatch = true
+		case a == "--live-patch" || strings.HasPrefix(a, "--live-patch="):
+			on, err := parseOnOff(strings.TrimPrefix(strings.TrimPrefix(a, "--live-patch"), "="))
+			if err != nil {
+				return o, fmt.Errorf("%s: %w", a, err)
+			}
+			o.livePatch = on
 		case strings.HasPrefix(a, "--ftrace-shapes="):
 			shapes, err := fasttp.ParseShapes(strings.TrimPrefix(a, "--ftrace-shapes="))
 			if err != nil {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -38,6 +39,10 @@ func TestParseArgs(t *testing.T) {
 		{args: []string{"--trace-ring-size=100", ":1", "p"}, wantErr: "power of two"},
 		{args: []string{"--trace-ring-size=4096", ":1", "p"}, wantErr: "between"},
 		{args: []string{"--trace-ring-size=0x30000", ":1", "p"}, wantErr: "power of two"},
+		{args: []string{"--live-patch=off", ":1", "p"}, want: options{livePatch: false, comm: ":1", rest: []string{"p"}, disableRandomization: true}},
+		{args: []string{"--live-patch", ":1", "p"}, want: options{livePatch: true, comm: ":1", rest: []string{"p"}, disableRandomization: true}},
+		{args: []string{"--live-patch=on", ":1", "p"}, want: options{livePatch: true, comm: ":1", rest: []string{"p"}, disableRandomization: true}},
+		{args: []string{"--live-patch=maybe", ":1", "p"}, wantErr: "want on or off"},
 		{args: []string{":1"}, wantErr: "no program"},
 		{args: []string{"--attach", ":1"}, wantErr: "exactly one PID"},
 		{args: []string{"--wrapper", "env", ":1", "prog"}, wantErr: "terminating"},
@@ -61,6 +66,9 @@ func TestParseArgs(t *testing.T) {
 		}
 		if tc.want.rest == nil {
 			tc.want.rest = []string{}
+		}
+		if !slices.ContainsFunc(tc.args, func(a string) bool { return strings.HasPrefix(a, "--live-patch") }) {
+			tc.want.livePatch = inferior.LivePatchByDefault
 		}
 		if !reflect.DeepEqual(*got, tc.want) {
 			t.Errorf("%q:\n got %+v\nwant %+v", tc.args, *got, tc.want)
