@@ -347,7 +347,7 @@ func (p *Process) handleTrap(t *thread) {
 		p.queue(ev)
 		return
 	}
-	if si.Code == siKernel || si.Code == trapBrkpt {
+	if si.softwareBreakpoint() {
 		pc, err := getPC(t.tid)
 		if err == nil {
 			if bp := p.swbps[pc-breakpointPCAdjust]; bp != nil && bp.inserted {

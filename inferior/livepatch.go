@@ -703,7 +703,7 @@ func (p *Process) handleLiveTrapStop(t *thread, ws unix.WaitStatus, pc uint64) {
 	t.stopped = true
 	p.noteStopKind(t, false)
 	if !t.step {
-		if si, err := getSiginfo(t.tid); err == nil && (si.Code == siKernel || si.Code == trapBrkpt) && p.liveTrap(t, pc) {
+		if si, err := getSiginfo(t.tid); err == nil && si.softwareBreakpoint() && p.liveTrap(t, pc) {
 			return
 		}
 	}
@@ -1010,8 +1010,8 @@ func (p *Process) checkStopped(t *thread, ws unix.WaitStatus, ours bool, f func(
 		p.letGo(t, hc, false, "having its pc read")
 		return err
 	}
-	if p.isLiveTrapStatus(t.tid, ws) {
-		p.handleStatus(t.tid, ws) // sent on, past the patched bytes
+	if pc, ok := p.liveTrapStop(t.tid, ws); ok {
+		p.handleLiveTrapStop(t, ws, pc) // sent on, past the patched bytes
 		return nil
 	}
 	p.live.stash = append(p.live.stash, stashedStatus{t.tid, ws})

@@ -81,6 +81,12 @@ type siginfo struct {
 	_     [104]byte // the rest of the 128-byte siginfo_t
 }
 
+// softwareBreakpoint reports whether the SIGTRAP si describes came from
+// a software breakpoint instruction (int3 on x86-64, brk on arm64).
+func (si siginfo) softwareBreakpoint() bool {
+	return si.Code == siKernel || si.Code == trapBrkpt
+}
+
 // Signal codes in si_code.
 const (
 	siKernel   = 0x80 // SI_KERNEL: int3 on x86

@@ -5,6 +5,12 @@
 // up on a packet after its remote timeout (2 s by default), and a thread
 // stopped for a live patch stays stopped as long as the stub waits.
 //
+// Raise lowers a thread's nice value; Realtime puts a thread in the
+// SCHED_FIFO class for a moment: the stub's ptrace thread while it
+// patches code live, and a thread of the program from the SIGSTOP the
+// stub sends it to its stop (inferior/livepatch.go), never while the
+// program's own code runs.
+//
 // Raising needs root or CAP_SYS_NICE; without them nothing changes.
 package prio
 
