@@ -619,20 +619,29 @@ func TestAttachDetach(t *testing.T) {
 
 func TestInterrupt(t *testing.T) {
 	p := launch(t, "spin")
-	resumeAll(t, p)
-	time.Sleep(50 * time.Millisecond)
-	p.Interrupt()
-	ev := wait(t, p)
-	if ev.Kind != SignalStop || ev.Signal != int(unix.SIGINT) || ev.Tid != p.Pid() || !ev.Interrupted {
-		t.Fatalf("event %+v, want Interrupt's SIGINT on %d", ev, p.Pid())
-	}
-	if si, err := p.Siginfo(ev.Tid); err != nil || binary.LittleEndian.Uint32(si) != uint32(unix.SIGINT) {
-		t.Errorf("siginfo of the interrupt stop: % x, %v", si, err)
-	}
-	// The stop is real: the counter does not move.
 	counter := symbol(t, p, "counter")
 	var a, b [4]byte
-	_, _ = p.ReadMemory(counter, a[:])
+	// Interrupt until the loop has started counting: under emulation
+	// (the arm64 VM) the program's start-up alone can outlast 50 ms.
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		resumeAll(t, p)
+		time.Sleep(50 * time.Millisecond)
+		p.Interrupt()
+		ev := wait(t, p)
+		if ev.Kind != SignalStop || ev.Signal != int(unix.SIGINT) || ev.Tid != p.Pid() || !ev.Interrupted {
+			t.Fatalf("event %+v, want Interrupt's SIGINT on %d", ev, p.Pid())
+		}
+		if si, err := p.Siginfo(ev.Tid); err != nil || binary.LittleEndian.Uint32(si) != uint32(unix.SIGINT) {
+			t.Errorf("siginfo of the interrupt stop: % x, %v", si, err)
+		}
+		if _, err := p.ReadMemory(counter, a[:]); err != nil {
+			t.Fatal(err)
+		}
+		if binary.LittleEndian.Uint32(a[:]) != 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	// The stop is real: the counter does not move.
 	time.Sleep(20 * time.Millisecond)
 	_, _ = p.ReadMemory(counter, b[:])
 	if a != b || binary.LittleEndian.Uint32(a[:]) == 0 {
