@@ -24,9 +24,7 @@ func chunkLen(size, i int) int { return min(ringChunk, size-i*ringChunk) }
 // costs on the virtual machines measured.
 func newChunk(size, i int) []byte {
 	c := make([]byte, chunkLen(size, i))
-	for k := 0; k < len(c); k += 4096 {
-		c[k] = 0
-	}
+	populate(c)
 	return c
 }
 

@@ -95,8 +95,9 @@
 // Frame bytes are stored in a ring of the budget's size made of 1 MiB
 // pieces (byteRing), allocated as the writer nears them — in the
 // background, a few pieces ahead (growAheadLocked) — or up front by
-// Reserve (QTinit and QTStart reserve up to 16 MiB, touching the pages
-// without the buffer's lock, beside gdb's download), never moved once
+// Reserve (QTStart reserves up to 16 MiB beside the installation, without
+// the buffer's lock; populate makes each piece's pages present with one
+// madvise, then touches them), never moved once
 // there, and kept across Clear. The arena that doubled, which it
 // replaced, copied every stored byte under the lock: committing 300,000
 // 1 KB frames into a 512 MiB buffer, the worst commit held the lock for

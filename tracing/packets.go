@@ -134,9 +134,6 @@ func (e *Engine) qtInit() []byte {
 	inst := e.installer
 	e.mu.Unlock()
 	removeAll(inst, removed)
-	// gdb's tstart sends QTinit, the definitions, then QTStart: the
-	// frames' memory is made ready while the definitions arrive.
-	go e.buf.Reserve(reserveBytes)
 	return replyOK
 }
 
@@ -338,10 +335,14 @@ func (e *Engine) qtDV(s string) []byte {
 	return replyOK
 }
 
-// reserveBytes bounds the trace buffer memory QTinit and QTStart make
-// ready (frames.Buffer.Reserve); a larger buffer grows as frames arrive.
-// First touches of memory cost about 11 µs per page on the virtual
-// machines this was measured on: 16 MiB is 45 ms of background work.
+// reserveBytes bounds the trace buffer memory QTStart makes ready
+// (frames.Buffer.Reserve); a larger buffer grows as frames arrive. First
+// touches of memory cost 5-15 µs per page on the virtual machines this
+// was measured on: 16 MiB is 25-45 ms of background work. QTinit no
+// longer starts it: done while gdb downloads the definitions, it made
+// that download slower than the work it saved (on a two-CPU virtual
+// machine, tstart of 100 fast tracepoints 41-47 ms instead of 25-31,
+// scripts/bench-insert.sh).
 const reserveBytes = 16 << 20
 
 // qtStart installs every enabled tracepoint and starts the run.

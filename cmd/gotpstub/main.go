@@ -29,6 +29,7 @@ import (
 	"gotpstub/fasttp"
 	"gotpstub/guard"
 	"gotpstub/inferior"
+	"gotpstub/rsp"
 	"gotpstub/server"
 )
 
@@ -505,7 +506,15 @@ func run(args []string) int {
 		if ra, ok := c.RemoteAddr().(*net.TCPAddr); ok {
 			fmt.Fprintf(os.Stderr, "Remote debugging from host %s, port %d\n", ra.IP, ra.Port)
 		}
-		if err := srv.Serve(c); err != nil {
+		// Plain blocking system calls, not Go's network poller: fewer
+		// system calls and wake-ups per packet (rsp's doc).
+		var rw io.ReadWriteCloser = c
+		if bs, err := rsp.NewBlockingSocket(c); err == nil {
+			rw = bs
+		} else {
+			fmt.Fprintf(os.Stderr, "gotpstub: %v\n", err)
+		}
+		if err := srv.Serve(rw); err != nil {
 			fmt.Fprintf(os.Stderr, "gotpstub: %v\n", err)
 		}
 		if srv.ExitRequested() || o.once {

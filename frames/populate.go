@@ -1,0 +1,31 @@
+package frames
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// populate makes c's pages present before anything is stored in them:
+// one madvise(MADV_POPULATE_WRITE) for the whole pages inside c, then a
+// write to every page (c's partial first and last pages, and all of them
+// where the kernel lacks the advice, before Linux 5.14). A write fault per
+// 4 KiB page cost 15 µs on the virtual machine measured (3.6 ms a MiB,
+// the trace buffer's 5 MB taking a CPU for 18 ms beside gdb's download
+// of the tracepoints); the advice takes 0.2-0.5 ms a MiB
+// (BenchmarkNewChunk).
+func populate(c []byte) {
+	const page = 4096
+	if len(c) >= 2*page {
+		p := uintptr(unsafe.Pointer(unsafe.SliceData(c)))
+		start, end := (p+page-1)&^(page-1), (p+uintptr(len(c)))&^(page-1)
+		whole := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(unsafe.SliceData(c)), start-p)), end-start)
+		_ = unix.Madvise(whole, unix.MADV_POPULATE_WRITE)
+	}
+	for k := 0; k < len(c); k += page {
+		c[k] = 0
+	}
+	if len(c) > 0 {
+		c[len(c)-1] = 0
+	}
+}
