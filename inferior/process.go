@@ -56,6 +56,8 @@ type Process struct {
 	done      chan struct{}
 	closeOnce sync.Once
 	tracerTid int // the ptrace goroutine's OS thread
+	// tracerG is the ptrace goroutine's curG while it runs, 0 after.
+	tracerG atomic.Uintptr
 	// opMu is held by the ptrace goroutine while it works on the
 	// process (a request, an event); direct takes it to run an operation
 	// that needs no ptrace call on the caller's own thread.
@@ -199,6 +201,7 @@ func (p *Process) loop(started chan struct{}) {
 	// with LaunchOptions.KillOnTracerExit).
 	runtime.LockOSThread()
 	p.tracerTid = unix.Gettid()
+	p.tracerG.Store(curG())
 	// gdb's packets and every thread the stub stops wait for this one:
 	// a program keeping the CPUs busy must not starve it (package prio).
 	p.baseNice = prioUnchanged
@@ -231,6 +234,7 @@ func (p *Process) loop(started chan struct{}) {
 		if p.waiter != nil {
 			p.waiter <- waitResult{err: ErrClosed}
 		}
+		p.tracerG.Store(0) // curG's value may go to another goroutine
 		close(p.done)
 	}()
 	for {
@@ -288,6 +292,9 @@ func (p *Process) locked(f func()) {
 	f()
 }
 
+// onTracer reports whether the caller is the ptrace goroutine.
+func (p *Process) onTracer() bool { return curG() == p.tracerG.Load() }
+
 // direct runs f, an operation that makes no ptrace call (memory goes
 // through process_vm_readv and /proc/PID/mem, which any thread of the
 // stub may use), on the caller's thread, excluding the ptrace
@@ -295,7 +302,7 @@ func (p *Process) locked(f func()) {
 // µs on a VM, 3-4 times what gdbserver takes for a whole memory read
 // packet. Called on the ptrace goroutine it runs f directly, as do does.
 func (p *Process) direct(f func() error) error {
-	if unix.Gettid() == p.tracerTid {
+	if p.onTracer() {
 		return f()
 	}
 	select {
@@ -334,7 +341,7 @@ func (p *Process) Exclusive(f func()) error {
 // do runs f on the ptrace goroutine and returns its error. Called on that
 // goroutine (from a trap hook) it runs f directly.
 func (p *Process) do(f func() error) error {
-	if unix.Gettid() == p.tracerTid {
+	if p.onTracer() {
 		return f()
 	}
 	errc := make(chan error, 1)
@@ -763,7 +770,7 @@ func (p *Process) ExePath() (string, error) {
 // running. Methods called afterwards return ErrClosed.
 func (p *Process) Close() {
 	p.closeOnce.Do(func() { close(p.quit) })
-	if unix.Gettid() == p.tracerTid {
+	if p.onTracer() {
 		return // called from a trap hook: the loop ends when the hook returns
 	}
 	// The loop may be blocked in wait4 for the running process: a stop

@@ -127,8 +127,8 @@ session() {
 		echo 999999999
 		return
 	fi
-	sed -n 's/.*QTStart took \([0-9.]*\) ms.*/\1/p' "$work/$tag.stub" | tail -n 1 >>"$work/qtstart-$count"
-	sed -n 's/.*QTStart took [0-9.]* ms, \([0-9.]*\) ms of CPU.*/\1/p' "$work/$tag.stub" | tail -n 1 >>"$work/qtcpu-$count"
+	sed -n 's/.*QTStart took \([0-9.]*\) ms.*/\1/p' "$work/$tag.stub" | tail -n 1 >>"$work/qtstart-$count-$(basename "$stub")"
+	sed -n 's/.*QTStart took [0-9.]* ms, \([0-9.]*\) ms of CPU.*/\1/p' "$work/$tag.stub" | tail -n 1 >>"$work/qtcpu-$count-$(basename "$stub")"
 	sed -n 's/^tstart_ms=//p' "$work/$tag.out" | tail -n 1
 }
 
@@ -148,14 +148,17 @@ for count in "${counts[@]}"; do
 	echo
 done
 for count in "${counts[@]}"; do
-	if [ -s "$work/qtstart-$count" ]; then
-		ms=$(median <"$work/qtstart-$count")
-		echo "# gotpstub's own part (QTStart in its --timing log), $count tracepoints: $ms ms, $(awk -v m="$ms" -v c="$count" 'BEGIN { printf "%.0f", m * 1000 / c }') µs per tracepoint (median)"
-	fi
-	if [ -s "$work/qtcpu-$count" ]; then
-		ms=$(median <"$work/qtcpu-$count")
-		echo "# the stub's CPU time during QTStart, $count tracepoints: $ms ms, $(awk -v m="$ms" -v c="$count" 'BEGIN { printf "%.0f", m * 1000 / c }') µs per tracepoint (median)"
-	fi
+	for s in "${stubs[@]}"; do
+		b=$(basename "$s")
+		if [ -s "$work/qtstart-$count-$b" ]; then
+			ms=$(median <"$work/qtstart-$count-$b")
+			echo "# $b's own part (QTStart in its --timing log), $count tracepoints: $ms ms, $(awk -v m="$ms" -v c="$count" 'BEGIN { printf "%.0f", m * 1000 / c }') µs per tracepoint (median)"
+		fi
+		if [ -s "$work/qtcpu-$count-$b" ]; then
+			ms=$(median <"$work/qtcpu-$count-$b")
+			echo "# $b's CPU time during QTStart, $count tracepoints: $ms ms, $(awk -v m="$ms" -v c="$count" 'BEGIN { printf "%.0f", m * 1000 / c }') µs per tracepoint (median)"
+		fi
+	done
 done
 if [ -s "$work/failures" ]; then
 	sort "$work/failures" | uniq -c | sed 's/^/# /'
