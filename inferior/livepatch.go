@@ -68,8 +68,9 @@ type liveState struct {
 	// they are handled afterwards (a trap hook run then could need locks
 	// the caller of the flush holds).
 	stash []stashedStatus
-	// ready holds statuses pollLiveAny collected for its callers beside
-	// the one it returned.
+	// ready holds the statuses pollLiveAny collected that are not stops
+	// at the flush's int3s: each waits there for a wait of pollLiveAny's
+	// that wants it, or for handleStashed.
 	ready    []stashedStatus
 	flushing bool
 	// lastPoll is when pollLive last found no status: a thread whose
@@ -631,23 +632,22 @@ const livePollPasses = 4
 // at a time let the first few threads of a hot loop through a patched
 // site, back at its int3 microseconds after being sent on, be collected
 // again and again ahead of the last one (held 2 ms while the others went
-// round). A wanted status collected beside another is kept for the next
-// call (ready).
+// round). The other statuses collected wait in ready (collectLive).
 func (p *Process) pollLiveAny(want map[int]bool) (int, unix.WaitStatus, bool) {
 	if tid, ws, ok := p.takeReady(want); ok {
 		return tid, ws, true
 	}
 	for range livePollPasses {
 		traps := p.collectLive(want)
-		if len(traps) == 0 && len(p.live.ready) == 0 {
+		p.serveLive(traps)
+		if tid, ws, ok := p.takeReady(want); ok {
+			return tid, ws, true
+		}
+		if len(traps) == 0 {
 			if p.live.flushing {
 				p.live.lastPoll = time.Now()
 			}
 			return 0, 0, false
-		}
-		p.serveLive(traps)
-		if tid, ws, ok := p.takeReady(want); ok {
-			return tid, ws, true
 		}
 	}
 	return 0, 0, false
@@ -660,9 +660,10 @@ type liveTrapHit struct {
 	pc  uint64
 }
 
-// collectLive collects every status there is: those of the threads in
-// want go to ready, stops at the flush's int3s are returned, and the
-// others are stashed.
+// collectLive collects every status there is: stops at the flush's int3s
+// of threads not in want are returned, the others go to ready, where this wait or one around it
+// (relocateAll's, around a single-step's) finds those it waits for;
+// handleStashed takes the rest once the flush is over.
 func (p *Process) collectLive(want map[int]bool) []liveTrapHit {
 	var traps []liveTrapHit
 	for {
@@ -670,14 +671,13 @@ func (p *Process) collectLive(want map[int]bool) []liveTrapHit {
 		if err != nil || wpid <= 0 {
 			return traps
 		}
-		switch pc, ok := p.liveTrapStop(wpid, ws); {
-		case want[wpid]:
-			p.live.ready = append(p.live.ready, stashedStatus{wpid, ws})
-		case ok:
-			traps = append(traps, liveTrapHit{wpid, ws, pc})
-		default:
-			p.live.stash = append(p.live.stash, stashedStatus{wpid, ws})
+		if _, wanted := want[wpid]; !wanted {
+			if pc, ok := p.liveTrapStop(wpid, ws); ok {
+				traps = append(traps, liveTrapHit{wpid, ws, pc})
+				continue
+			}
 		}
+		p.live.ready = append(p.live.ready, stashedStatus{wpid, ws})
 	}
 }
 
@@ -694,7 +694,10 @@ func (p *Process) serveLive(traps []liveTrapHit) {
 
 // takeReady takes a status of one of the threads in want out of ready.
 func (p *Process) takeReady(want map[int]bool) (int, unix.WaitStatus, bool) {
-	i := slices.IndexFunc(p.live.ready, func(s stashedStatus) bool { return want[s.tid] })
+	i := slices.IndexFunc(p.live.ready, func(s stashedStatus) bool {
+		_, ok := want[s.tid] // a key, whatever its value (relocateAll's says whose stop)
+		return ok
+	})
 	if i < 0 {
 		return 0, 0, false
 	}
@@ -757,7 +760,7 @@ func (p *Process) handleLiveTrapStop(t *thread, ws unix.WaitStatus, pc uint64) {
 // handleStashed handles the statuses a flush kept for later.
 func (p *Process) handleStashed() {
 	if !p.live.flushing && len(p.live.ready) > 0 {
-		// Collected for a wait that ended without them (an error).
+		// Collected during a flush, or by a wait that wanted others.
 		p.live.stash = append(p.live.stash, p.live.ready...)
 		p.live.ready = nil
 	}

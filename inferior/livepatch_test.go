@@ -53,3 +53,30 @@ func TestQueueLiveMerges(t *testing.T) {
 		t.Errorf("reads see % x, want 09 09 00", buf)
 	}
 }
+
+// TestTakeReadyByKey: a wait's want map is looked up by key: relocateAll's
+// values say whose SIGSTOP is on its way, false for a stop of another's,
+// and such a thread's collected status must reach it all the same (it
+// once waited out liveWaitLimit, 2 s, with the status in ready).
+func TestTakeReadyByKey(t *testing.T) {
+	p := &Process{}
+	p.live.ready = []stashedStatus{{tid: 7, ws: 0x137f}, {tid: 9, ws: 0x57f}}
+	for _, tc := range []struct {
+		want map[int]bool
+		tid  int
+		ok   bool
+	}{
+		{map[int]bool{9: false}, 9, true},
+		{map[int]bool{8: true}, 0, false},
+		{map[int]bool{7: true, 8: false}, 7, true},
+		{map[int]bool{7: true}, 0, false}, // taken already
+	} {
+		tid, _, ok := p.takeReady(tc.want)
+		if tid != tc.tid || ok != tc.ok {
+			t.Errorf("takeReady(%v) = %d, %v; want %d, %v", tc.want, tid, ok, tc.tid, tc.ok)
+		}
+	}
+	if len(p.live.ready) != 0 {
+		t.Errorf("left in ready: %v", p.live.ready)
+	}
+}
