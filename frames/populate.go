@@ -9,11 +9,11 @@ import (
 // populate makes c's pages present before anything is stored in them:
 // one madvise(MADV_POPULATE_WRITE) for the whole pages inside c, then a
 // write to every page (c's partial first and last pages, and all of them
-// where the kernel lacks the advice, before Linux 5.14). A write fault per
-// 4 KiB page cost 15 µs on the virtual machine measured (3.6 ms a MiB,
-// the trace buffer's 5 MB taking a CPU for 18 ms beside gdb's download
-// of the tracepoints); the advice takes 0.2-0.5 ms a MiB
-// (BenchmarkNewChunk).
+// where the kernel lacks the advice, before Linux 5.14). On the PVM
+// virtual machine measured, writing each page of fresh memory took 2.9-3.1
+// ms a MiB and advice then writes 1.3-1.5 (BenchmarkNewChunk); for 5 MiB
+// of Go heap 16-18 ms against 8-10, the writes after the advice still
+// paying the hypervisor's own first-touch cost.
 func populate(c []byte) {
 	const page = 4096
 	if len(c) >= 2*page {

@@ -661,9 +661,10 @@ type liveTrapHit struct {
 }
 
 // collectLive collects every status there is: stops at the flush's int3s
-// of threads not in want are returned, the others go to ready, where this wait or one around it
-// (relocateAll's, around a single-step's) finds those it waits for;
-// handleStashed takes the rest once the flush is over.
+// of threads not in want are returned, the others go to ready, where
+// this wait or one around it (relocateAll's, around a single-step's)
+// finds those it waits for; handleStashed takes the rest once the flush
+// is over.
 func (p *Process) collectLive(want map[int]bool) []liveTrapHit {
 	var traps []liveTrapHit
 	for {

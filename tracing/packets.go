@@ -375,11 +375,11 @@ func (e *Engine) qtStart() []byte {
 	if err != nil {
 		return errorReply(err)
 	}
-	// The frames' memory is made ready now, beside the run's first
-	// moments, not as hits arrive (and not in the reply's way: 2-10 ms
-	// for 5 MB here). Not beside the installation either: on two CPUs
-	// it took one from the installation's threads, and QTStart of 100
-	// fast tracepoints from 5 to 11-13 ms. Frames that come first (in
+	// QTinit made the frames' memory ready (or is at it: this returns
+	// at once then); what a QTBuffer:size since asked for more is made
+	// ready now, after the installation (on two CPUs it took one from
+	// the installation's threads: QTStart of 100 fast tracepoints 5 →
+	// 11-13 ms) and not in the reply's way. Frames that come first (in
 	// non-stop mode) have their piece made when they need it.
 	go e.buf.Reserve(reserveBytes)
 	e.mu.Lock()
