@@ -269,31 +269,59 @@ func TestProgramOutlivesKilledStub(t *testing.T) {
 	// The stub is SIGKILLed while two threads hit a fast tracepoint: the
 	// program must run on to its normal end with the right result (the
 	// pads see the stub gone and skip), not die with the stub — unless
-	// the user asked for that with --kill-on-stub-exit.
-	for _, killWith := range []bool{false, true} {
-		t.Run(fmt.Sprintf("kill-on-stub-exit=%v", killWith), func(t *testing.T) {
+	// the user asked for that with --kill-on-stub-exit. In the "stopped"
+	// case it dies while gdb keeps the program stopped after tstart and
+	// a stepi: the program's thread was last single-stepped (by gdb, and
+	// by the stub's injected system calls), a state the kernel does not
+	// clear when a tracer dies (it used to die of SIGTRAP then).
+	cases := []struct {
+		name     string
+		killWith bool
+		stopped  bool
+	}{
+		{"kill-on-stub-exit=false", false, false},
+		{"kill-on-stub-exit=true", true, false},
+		{"stopped", false, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
 			flags := []string{"--once", "--debug"}
-			if killWith {
+			if c.killWith {
 				flags = append(flags, "--kill-on-stub-exit")
 			}
 			prog := buildProgram(t, "threads")
 			stub := startStub(t, flags, prog, "2", "20000", "100")
-			g := startGDB(t, prog, strings.Join([]string{
+			cmds := []string{
 				"target remote " + stub.target(),
 				"break main", "continue",
 				"ftrace hit", "actions", "collect id", "end",
-				"tstart", "continue",
-			}, "\n"))
+				"tstart",
+			}
+			if c.stopped {
+				cmds = append(cmds, "stepi", "echo stepped\\n", "shell sleep 60")
+			} else {
+				cmds = append(cmds, "continue")
+			}
+			g := startGDB(t, prog, strings.Join(cmds, "\n"))
 			if !waitFor(60*time.Second, func() bool { return strings.Contains(stub.output.String(), " jump over ") }) {
 				t.Fatalf("the fast tracepoint was not placed; stub output:\n%s", stub.output.String())
 			}
-			time.Sleep(200 * time.Millisecond) // the threads are hitting it (2 ms pause every 100 hits)
+			if c.stopped {
+				if !waitFor(60*time.Second, func() bool { return strings.Contains(g.out.String(), "stepped") }) {
+					t.Fatalf("gdb did not step; gdb output:\n%s", g.out.String())
+				}
+			} else {
+				time.Sleep(200 * time.Millisecond) // the threads are hitting it (2 ms pause every 100 hits)
+			}
 			if err := stub.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
 			<-stub.done
+			if c.stopped {
+				syscall.Kill(-g.cmd.Process.Pid, syscall.SIGKILL)
+			}
 			g.wait(t)
-			if killWith {
+			if c.killWith {
 				pid := stub.inferiorPid()
 				gone := waitFor(20*time.Second, func() bool {
 					st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))

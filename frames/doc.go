@@ -95,8 +95,8 @@
 // Frame bytes are stored in a ring of the budget's size made of 1 MiB
 // pieces (byteRing), allocated as the writer nears them — in the
 // background, a few pieces ahead (growAheadLocked) — or up front by
-// Reserve (QTinit and QTStart reserve up to 16 MiB, without the buffer's
-// lock; populate makes each piece's pages present with one
+// Reserve (QTStart reserves up to 16 MiB after the installation, without
+// the buffer's lock; populate makes each piece's pages present with one
 // madvise, then touches them), never moved once
 // there, and kept across Clear. The arena that doubled, which it
 // replaced, copied every stored byte under the lock: committing 300,000

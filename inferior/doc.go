@@ -111,6 +111,12 @@
 // syscall are reported (StopEvent.Syscall, SyscallNr), the others run on.
 // Single-steps stay PTRACE_SINGLESTEP (syscalls.go).
 //
+// A step leaves the kernel's single-step state armed until the thread's
+// next non-step resumption, and a dead tracer's detach does not clear
+// it: SettleSteps (stepsettle.go), which the server calls before it waits
+// for gdb, clears it for every stopped thread, so that the program
+// outlives a stub killed while it is stopped.
+//
 // # Breakpoints
 //
 // Software breakpoints are breakpoint instructions (int3 on x86-64, the

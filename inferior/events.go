@@ -157,6 +157,10 @@ func (p *Process) rawResume(t *thread, step bool, qs queuedSignal) error {
 	// It moves: a later step-over needs a new reported stop or hook.
 	t.stopPC, t.hookedAt = 0, 0
 	sig := p.prepareSignal(t, qs)
+	t.stepArmed = step
+	if step {
+		p.stepsArmed.Store(true)
+	}
 	var err error
 	switch {
 	case step:

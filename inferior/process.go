@@ -50,6 +50,8 @@ type Process struct {
 	displacedSteps int
 	// live is the code patched while threads run (livepatch.go).
 	live liveState
+	// stepsArmed: a thread may keep a step's state (stepsettle.go).
+	stepsArmed atomic.Bool
 
 	reqs      chan func()
 	quit      chan struct{}
@@ -136,6 +138,7 @@ type thread struct {
 	stopped         bool   // in a ptrace-stop
 	resumed         bool   // gdb asked it to run and no all-stop has happened since
 	step            bool   // resumed by single-step
+	stepArmed       bool   // last resumed by PTRACE_SINGLESTEP (stepsettle.go)
 	sig             int    // signal to deliver at the next resumption
 	sigstopExpected bool   // a SIGSTOP we sent (or attach/clone's) is still to arrive
 	zombie          bool   // exited but not reapable yet (a leader with live threads)

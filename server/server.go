@@ -341,6 +341,7 @@ func (s *Server) Serve(rw io.ReadWriteCloser) error {
 			if err := s.onAsyncStop(w); err != nil {
 				return err
 			}
+			s.settleSteps()
 			continue
 		}
 		if !ok {
@@ -367,6 +368,17 @@ func (s *Server) Serve(rw io.ReadWriteCloser) error {
 	}
 	s.onDisconnect()
 	return nil
+}
+
+// settleSteps ends the single-step state the stopped threads keep
+// (inferior.SettleSteps) before the stub waits for gdb: should the stub
+// die then, the program runs on instead of dying of SIGTRAP.
+func (s *Server) settleSteps() {
+	for _, p := range s.processes() {
+		if err := p.SettleSteps(); err != nil {
+			s.logf("%v", err)
+		}
+	}
 }
 
 // onDisconnect does what gdbserver does when gdb vanishes.
@@ -406,6 +418,7 @@ func (s *Server) Shutdown() {
 // handle answers one packet (and, for resumption packets, runs the
 // process until it stops and sends the stop reply).
 func (s *Server) handle(pkt []byte) error {
+	defer s.settleSteps()
 	if isResume(pkt) {
 		if s.ns.on.Load() {
 			return s.resumeNonStop(pkt)

