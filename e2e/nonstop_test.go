@@ -172,7 +172,7 @@ func pauseSummary(t *testing.T, log string, cycles int) string {
 			slices.Sort(tt)
 			oc := offCPU[kind]
 			slices.Sort(oc)
-			line += fmt.Sprintf(" (live patching; not counting a wait for a CPU median %d µs, max %d µs; the packet took median %d µs, max %d µs)",
+			line += fmt.Sprintf(" (live patching; not counting time runnable median %d µs, max %d µs; the packet took median %d µs, max %d µs)",
 				oc[len(oc)/2], oc[len(oc)-1], tt[len(tt)/2], tt[len(tt)-1])
 		} else {
 			line += " (every thread paused)"

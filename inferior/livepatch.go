@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 	"unsafe"
@@ -83,6 +81,8 @@ type liveState struct {
 	registered bool
 	gadget     uint64
 	enabled    bool // SetLivePatching
+	// exactHolds: SetExactHolds (a schedstat read per thread sent on).
+	exactHolds bool
 	// held are the int3s asked for at the start of a patch while
 	// threads run, which go in when it comes out (insertSoftware);
 	// arming those whose patch is coming out: in memory once the flush
@@ -124,10 +124,13 @@ type LiveStats struct {
 	// the last poll that did not find it stopped (an upper bound); a
 	// parked one, from the flush's start.
 	LongestHold time.Duration
-	// LongestPause is LongestHold less the time the thread spent
-	// runnable, waiting for a CPU (/proc/PID/task/TID/schedstat): a
-	// thread stopped to run a system call is runnable while it waits
-	// to be scheduled for it, as it would be unstopped.
+	// LongestPause is the longest such stop less the time the thread
+	// spent runnable, waiting for a CPU (/proc/PID/task/TID/schedstat):
+	// a thread stopped to run a system call is runnable while it waits
+	// to be scheduled for it, as it would be unstopped. For a thread
+	// sent on from an int3 again it is exact with SetExactHolds: the time
+	// from its stop to the stub sending it on, its running and waiting
+	// for a CPU since it was sent on before taken off (int3Hold).
 	LongestPause time.Duration
 	// LongestWhy says what LongestHold's thread was stopped for.
 	LongestWhy string
@@ -192,6 +195,15 @@ func (p *Process) LiveStats() LiveStats {
 		return nil
 	})
 	return s
+}
+
+// SetExactHolds makes LiveStats' LongestPause exact for threads sent on
+// from a flush's int3 (int3Hold) at the cost of a read of the thread's
+// schedstat (5 µs here) each time one is sent on, which every thread
+// behind it in the batch waits for too; off, their stops are bounded
+// from above only.
+func (p *Process) SetExactHolds(on bool) {
+	_ = p.do(func() error { p.live.exactHolds = on; return nil })
 }
 
 // ResetLongestHold starts LiveStats.LongestHold and LongestPause again
@@ -581,6 +593,10 @@ func (p *Process) liveTrap(t *thread, pc uint64) bool {
 		return false
 	}
 	p.live.stats.Redirected++
+	t.sentOnClock = -1
+	if p.live.exactHolds {
+		t.sentOnClock = p.schedClock(t.tid) // read stopped: it stands still
+	}
 	_ = p.rawResume(t, t.step, queuedSignal{})
 	t.sentOn = time.Now()
 	return true
@@ -685,10 +701,10 @@ func (p *Process) collectLive(want map[int]bool) []liveTrapHit {
 // serveLive sends on the threads collectLive found at the flush's int3s.
 func (p *Process) serveLive(traps []liveTrapHit) {
 	for _, h := range traps {
-		held := p.int3Hold(h.tid)
+		wall, pause := p.int3Hold(h.tid)
 		p.handleLiveTrapStop(p.threads[h.tid], h.ws, h.pc)
 		if p.live.flushing {
-			p.noteHold("sent on from an int3", held)
+			p.live.stats.noteHold("sent on from an int3", wall, pause)
 		}
 	}
 }
@@ -709,13 +725,28 @@ func (p *Process) takeReady(want map[int]bool) (int, unix.WaitStatus, bool) {
 
 // int3Hold bounds how long thread tid, whose stop at one of the flush's
 // int3s is being collected, has been stopped: it stopped after the last
-// look that found no stop and after it was last sent on.
-func (p *Process) int3Hold(tid int) time.Duration {
+// look that found no stop and after it was last sent on (wall). When it
+// was sent on since that look, pause takes off the time it ran and
+// waited for a CPU since (its schedstat clocks stand still while it is
+// stopped), which is then exact: with threads in a hot loop through a
+// patched site every look finds one at an int3, and wall counted the
+// thread's whole way round the loop.
+func (p *Process) int3Hold(tid int) (wall, pause time.Duration) {
 	since := p.live.lastPoll
-	if t := p.threads[tid]; t != nil && t.sentOn.After(since) {
-		since = t.sentOn
+	t := p.threads[tid]
+	if t == nil || !t.sentOn.After(since) {
+		wall = time.Since(since)
+		return wall, wall
 	}
-	return time.Since(since)
+	wall = time.Since(t.sentOn)
+	pause = wall
+	if t.sentOnClock < 0 {
+		return wall, wall
+	}
+	if now := p.schedClock(tid); now >= t.sentOnClock {
+		pause = max(0, wall-(now-t.sentOnClock))
+	}
+	return wall, pause
 }
 
 // isLiveTrapStatus reports whether ws is tid's stop at one of the
@@ -919,33 +950,26 @@ type holdClock struct {
 }
 
 func (p *Process) startHold(t *thread) holdClock {
-	return holdClock{time.Now(), runQueueWait(p.pid, t.tid)}
+	return holdClock{time.Now(), p.runQueueWait(t.tid)}
+}
+
+// schedClock is thread tid's schedstat run + wait time (-1 if unknown).
+func (p *Process) schedClock(tid int) time.Duration {
+	run, wait, ok := p.schedstat(tid)
+	if !ok {
+		return -1
+	}
+	return run + wait
 }
 
 // runQueueWait returns how long thread tid has waited for a CPU while
 // runnable, in all (-1 if unknown).
-func runQueueWait(pid, tid int) time.Duration {
-	// Three plain system calls: each hold and release of a thread reads
-	// it, and os.ReadFile took 20-100 µs of the hold it measured here.
-	fd, err := unix.Open(fmt.Sprintf("/proc/%d/task/%d/schedstat", pid, tid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
+func (p *Process) runQueueWait(tid int) time.Duration {
+	_, wait, ok := p.schedstat(tid)
+	if !ok {
 		return -1
 	}
-	var buf [96]byte
-	n, err := unix.Read(fd, buf[:])
-	unix.Close(fd)
-	if err != nil || n <= 0 {
-		return -1
-	}
-	f := strings.Fields(string(buf[:n]))
-	if len(f) < 2 {
-		return -1
-	}
-	ns, err := strconv.ParseInt(f[1], 10, 64)
-	if err != nil {
-		return -1
-	}
-	return time.Duration(ns)
+	return wait
 }
 
 // letGo resumes a thread holdThread stopped (atTrap: at one of the
@@ -953,7 +977,7 @@ func runQueueWait(pid, tid int) time.Duration {
 func (p *Process) letGo(t *thread, hc holdClock, atTrap bool, why string) {
 	wall := time.Since(hc.at)
 	pause := wall
-	if after := runQueueWait(p.pid, t.tid); hc.runq >= 0 && after >= hc.runq {
+	if after := p.runQueueWait(t.tid); hc.runq >= 0 && after >= hc.runq {
 		pause -= after - hc.runq
 	}
 	p.live.stats.noteHold(why, wall, pause)

@@ -52,6 +52,8 @@ type Process struct {
 	live liveState
 	// stepsArmed: a thread may keep a step's state (stepsettle.go).
 	stepsArmed atomic.Bool
+	// schedFds are the threads' schedstat files (schedclock.go).
+	schedFds schedClocks
 
 	reqs      chan func()
 	quit      chan struct{}
@@ -163,8 +165,10 @@ type thread struct {
 	// vCont;t); its SIGSTOP is reported as a stop with signal 0.
 	stopRequested bool
 	// sentOn is when a flush last sent the thread on from one of its
-	// int3s (liveTrap): its next stop at one came after (int3Hold).
-	sentOn time.Time
+	// int3s (liveTrap): its next stop at one came after (int3Hold);
+	// sentOnClock is its schedstat run + wait time then (-1: unknown).
+	sentOn      time.Time
+	sentOnClock time.Duration
 	// stopRaise puts back the scheduling class the thread had before
 	// raiseToStop (nil: not raised).
 	stopRaise func()
@@ -230,6 +234,7 @@ func (p *Process) loop(started chan struct{}) {
 			}
 		}
 		p.releaseForks(false)
+		p.schedFds.keepOnly(nil)
 		signal.Stop(p.sigchld)
 		if p.memFile != nil {
 			p.memFile.Close()
@@ -695,6 +700,7 @@ func (p *Process) updateTids() {
 	p.tidsMu.Lock()
 	p.tids = tids
 	p.tidsMu.Unlock()
+	p.schedFds.keepOnly(p.threads)
 }
 
 // Pid returns the process id.

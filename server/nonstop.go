@@ -393,6 +393,7 @@ func (s *Server) flushTraps() {
 func (s *Server) holdForCodeChange(what string) (done func(), paused bool) {
 	p := s.traced()
 	if p.CanPatchLive() {
+		p.SetExactHolds(s.timingLog() != nil) // for logLive
 		before := p.LiveStats()
 		p.ResetLongestHold()
 		start := time.Now()
@@ -418,7 +419,7 @@ func (s *Server) logLive(p *inferior.Process, what string, before inferior.LiveS
 		return
 	}
 	after := p.LiveStats()
-	fmt.Fprintf(w, "gotpstub: non-stop: %s changed code live in %.0f µs: %d patches, %d threads checked, %d moved, %d sent on from an int3, %d parked, %d sent back to an int3; longest thread stop %.0f µs (%.0f µs not counting its wait for a CPU), %s\n",
+	fmt.Fprintf(w, "gotpstub: non-stop: %s changed code live in %.0f µs: %d patches, %d threads checked, %d moved, %d sent on from an int3, %d parked, %d sent back to an int3; longest thread stop %.0f µs (%.0f µs not counting time it was runnable), %s\n",
 		what, float64(time.Since(start).Nanoseconds())/1e3, after.Patches-before.Patches, after.Checked-before.Checked,
 		after.Moved-before.Moved, after.Redirected-before.Redirected, after.Parked-before.Parked, after.Rewound-before.Rewound,
 		float64(after.LongestHold.Nanoseconds())/1e3, float64(after.LongestPause.Nanoseconds())/1e3, cmp.Or(after.LongestWhy, "none"))
