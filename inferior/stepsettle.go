@@ -15,7 +15,10 @@ import (
 // stepi — and still stopped when the stub died would take a debug trap
 // at its next instruction and the program would die of SIGTRAP. The
 // server therefore settles the stopped threads' steps before it waits for
-// gdb (SettleSteps): the window is then only the packet being handled.
+// gdb (SettleSteps) when the whole process is stopped (all-stop, or
+// non-stop with every thread stopped): the window is then only the
+// packet being handled. In non-stop mode with threads running it is
+// not done.
 
 // SettleSteps ends the single-step state every stopped thread keeps from
 // its last resumption (see above), so that the program, should the stub
@@ -26,14 +29,22 @@ func (p *Process) SettleSteps() error {
 		return nil
 	}
 	return p.do(func() error {
+		if p.anyRunning() {
+			// Only a process stopped as a whole: a settle's wait with
+			// threads running (non-stop) collects their statuses too,
+			// and gdb.threads/next-fork-other-thread.exp lost its
+			// stops so (not understood further). A non-stop thread
+			// left stopped after a step still dies with the stub.
+			return nil
+		}
 		p.stepsArmed.Store(false)
 		var firstErr error
 		for _, t := range p.threads {
 			if !t.stepArmed {
 				continue
 			}
-			if !t.stopped {
-				p.stepsArmed.Store(true) // still stepping: next time
+			if !t.stopped || p.stopOnItsWay(t) {
+				p.stepsArmed.Store(true) // next time
 				continue
 			}
 			if err := p.settleStep(t); err != nil && firstErr == nil && !errors.Is(err, ErrNoThread) {
@@ -42,6 +53,15 @@ func (p *Process) SettleSteps() error {
 		}
 		return firstErr
 	})
+}
+
+// stopOnItsWay reports whether a SIGSTOP is pending for stopped thread
+// t (one of the stub's — a stop request, an interrupt, a hold — or
+// anyone's): settleStep's own would merge with it and consume it, and
+// the stop it stands for would never come (a vCont;t's SIGSTOP to a
+// thread whose step ended first, say).
+func (p *Process) stopOnItsWay(t *thread) bool {
+	return t.sigstopExpected || t.stopRequested || p.interruptPending(t) || sigstopPending(p.pid, t.tid)
 }
 
 // settleStep ends stopped thread t's single-step state: it is resumed
