@@ -300,7 +300,7 @@ func TestProgramOutlivesKilledStub(t *testing.T) {
 			if c.stopped {
 				cmds = append(cmds, "stepi", "echo stepped\\n", "shell sleep 60")
 			} else {
-				cmds = append(cmds, "continue")
+				cmds = append(cmds, "echo resuming\\n", "continue")
 			}
 			g := startGDB(t, prog, strings.Join(cmds, "\n"))
 			if !waitFor(60*time.Second, func() bool { return strings.Contains(stub.output.String(), " jump over ") }) {
@@ -311,6 +311,15 @@ func TestProgramOutlivesKilledStub(t *testing.T) {
 					t.Fatalf("gdb did not step; gdb output:\n%s", g.out.String())
 				}
 			} else {
+				// Killed while gdb's continue is still being handled (the
+				// thread stepped over main's breakpoint: a step's state
+				// armed), the program dies of SIGTRAP — a window of one
+				// packet (guard.go), milliseconds under the arm64 VM's
+				// emulation, where QTStart alone takes 140-200 ms: so
+				// the 200 ms start when gdb is about to resume it.
+				if !waitFor(60*time.Second, func() bool { return strings.Contains(g.out.String(), "resuming") }) {
+					t.Fatalf("gdb did not continue; gdb output:\n%s", g.out.String())
+				}
 				time.Sleep(200 * time.Millisecond) // the threads are hitting it (2 ms pause every 100 hits)
 			}
 			if err := stub.cmd.Process.Signal(syscall.SIGKILL); err != nil {
