@@ -170,7 +170,7 @@ func (in *Installer) repatch(s *jumpSite) error {
 	if err := in.writeJump(s.site, s.entry); err != nil {
 		in.mu.Lock()
 		in.addSpareLocked(s.own...)
-		in.freePadLocked(removedPad{s.chunk, s.pad.Faults})
+		in.freePadLocked(removedPad{s.chunk, s.padFaults})
 		in.mu.Unlock()
 		s.own, s.chunk, s.keepOwn = nil, Range{}, false
 		return fmt.Errorf("putting the jump back: %w", err)

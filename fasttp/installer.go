@@ -1,7 +1,6 @@
 package fasttp
 
 import (
-	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -155,6 +154,11 @@ type Installer struct {
 	// padTemplates are pads built, by the key of their spec
 	// (buildPadLocked); mu.
 	padTemplates map[jit.PadKey]*jit.JumpPad
+	// padScratch is the memory buildPadLocked copies a template into:
+	// the pad it returns is good until its next call.
+	padScratch *jit.JumpPad
+	// fillScratch holds writePad's fill and tail bytes.
+	fillScratch []byte
 
 	// drainMu serialises drains (the drainer goroutine and Sync), so
 	// records reach the engine once and in order, and every look at the
@@ -253,8 +257,10 @@ type jumpSite struct {
 	tp      *tracing.Tracepoint
 	slot    uint32
 	site    Site
-	pad     *jit.JumpPad
 	padAddr uint64 // where the pad's code is
+	padLen  int    // its code's length
+	// padFaults are its code's faulting loads (jit.JumpPad.Faults).
+	padFaults []jit.PadFault
 	// entry is where the site's jump goes: padAddr, or for a site whose
 	// displacement has forced bytes a jump there to the pad (forcedPlaceLocked).
 	entry   uint64
@@ -896,7 +902,7 @@ func (in *Installer) unpatch(s *jumpSite) error {
 	}
 	if !s.keepOwn {
 		running := in.proc.ThreadsRunning()
-		rp := removedPad{s.chunk, s.pad.Faults}
+		rp := removedPad{s.chunk, s.padFaults}
 		in.mu.Lock()
 		if running {
 			// A running thread may be inside: reused only once every
@@ -1025,20 +1031,24 @@ func (in *Installer) placeX86(tp *tracing.Tracepoint, acts *padActions) error {
 	return in.placeJump(tp, acts, cands)
 }
 
-// writePad writes a pad at base: its code (which nothing changes once
-// placed: handed over, not copied), int3s (padFill) up to padLen, then
-// tail (the relocated instructions), whose range it notes in in.tails.
-// in.mu is held.
+// writePad writes a pad at base: its code, int3s (padFill) up to
+// padLen, then tail (the relocated instructions), whose range it notes
+// in in.tails. The writes copy the bytes (a tstart's are kept until its
+// end, outside Go's heap: inferior's keptBytes), so code and the fill
+// are scratch memory used again for the next pad. in.mu is held.
 func (in *Installer) writePad(base uint64, code []byte, padLen uint64, tail []byte) error {
 	in.tails = unionInsert(in.tails, Range{base + padLen, base + padLen + uint64(len(tail))})
-	rest := make([]byte, padLen-uint64(len(code))+uint64(len(tail)))
-	n := copy(rest, bytes.Repeat(padFill, (int(padLen)-len(code))/len(padFill)))
-	copy(rest[n:], tail)
+	rest := in.fillScratch[:0]
+	for range (int(padLen) - len(code)) / len(padFill) {
+		rest = append(rest, padFill...)
+	}
+	rest = append(rest, tail...)
+	in.fillScratch = rest
 	in.forgetCode(base, padLen+uint64(len(tail)))
-	if err := in.proc.WriteMemoryOwned(base, code); err != nil {
+	if err := in.proc.WriteMemory(base, code); err != nil {
 		return fmt.Errorf("writing the pad: %w", err)
 	}
-	if err := in.proc.WriteMemoryOwned(base+uint64(len(code)), rest); err != nil {
+	if err := in.proc.WriteMemory(base+uint64(len(code)), rest); err != nil {
 		return fmt.Errorf("writing the pad: %w", err)
 	}
 	return nil
@@ -1050,7 +1060,8 @@ func (in *Installer) writePad(base uint64, code []byte, padLen uint64, tail []by
 func (in *Installer) buildPadLocked(spec jit.PadSpec) (*jit.JumpPad, error) {
 	key, ok := spec.Key()
 	if t := in.padTemplates[key]; ok && t != nil {
-		p := t.Clone()
+		p := t.CloneTo(in.padScratch)
+		in.padScratch = p
 		if err := p.Retarget(spec.TPAddr, spec.TPIndex); err == nil {
 			return p, nil
 		}
@@ -1150,7 +1161,7 @@ func (in *Installer) placeJump(tp *tracing.Tracepoint, acts *padActions, cands [
 		in.areas = unionInsert(in.areas, Range{site.Slot, site.Slot + JumpLen})
 	}
 	in.readySlotLocked(tp, slot, reused, pad)
-	s := &jumpSite{tp: tp, slot: slot, site: site, pad: pad, padAddr: spec.Addr, entry: entry, heads: heads, traceTime: acts.traceTime,
+	s := &jumpSite{tp: tp, slot: slot, site: site, padAddr: spec.Addr, padLen: len(pad.Code), padFaults: slices.Clone(pad.Faults), entry: entry, heads: heads, traceTime: acts.traceTime,
 		compact: spec.Compact, own: own}
 	if holding(own, Range{base, base + 1}) < 0 {
 		s.chunk = Range{base, base + align16(size)} // from an arena, not at a forced address

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 
 	"gotpstub/fasttp/a64"
 	"gotpstub/tracing"
@@ -77,7 +78,7 @@ func (in *Installer) placeA64(tp *tracing.Tracepoint, acts *padActions) error {
 		return err
 	}
 	in.readySlotLocked(tp, slot, reused, pad)
-	s := &jumpSite{tp: tp, slot: slot, site: WordSite(tp.Addr, 4), pad: pad, padAddr: base, entry: base,
+	s := &jumpSite{tp: tp, slot: slot, site: WordSite(tp.Addr, 4), padLen: len(pad.Code), padFaults: slices.Clone(pad.Faults), padAddr: base, entry: base,
 		heads: map[uint64]uint64{tp.Addr: spec.TailAddr}, traceTime: acts.traceTime, compact: spec.Compact,
 		chunk: Range{base, base + align16(padLen+a64TailRoom)}}
 	if err := in.insertPatch(tp.Addr, binary.LittleEndian.AppendUint32(nil, plan.Patch)); err != nil {

@@ -125,7 +125,7 @@ func (in *Installer) placement(tp *tracing.Tracepoint) string {
 			heads += ", 8-byte records"
 		}
 		return head + fmt.Sprintf("%s over %d bytes (%d instructions), pad at %#x (%d bytes), %s",
-			shape, s.site.Covered, s.site.insnCount(), s.padAddr, len(s.pad.Code), heads)
+			shape, s.site.Covered, s.site.insnCount(), s.padAddr, s.padLen, heads)
 	}
 	why, ok := in.viaTrap[tp]
 	switch {

@@ -147,18 +147,6 @@ func (p *Process) WriteMemory(addr uint64, data []byte) error {
 	return p.direct(func() error { return p.writeMemory(addr, data) })
 }
 
-// WriteMemoryOwned is WriteMemory for data its caller hands over: it
-// must not change data afterwards. A write kept for later inside
-// Exclusive (writebatch.go) then keeps data itself, not a copy: the
-// pads of a tstart placing a thousand fast tracepoints are a megabyte.
-func (p *Process) WriteMemoryOwned(addr uint64, data []byte) error {
-	return p.direct(func() error {
-		p.ownedWrite = true
-		defer func() { p.ownedWrite = false }()
-		return p.writeMemory(addr, data)
-	})
-}
-
 func (p *Process) writeMemory(addr uint64, data []byte) error {
 	n := uint64(len(data))
 	if addr+n < addr {

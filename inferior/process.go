@@ -41,9 +41,9 @@ type Process struct {
 	// no memory of the process runs: only the kept writes on its
 	// instruction's pages are made first (flushBeforeResume).
 	injectingNoMemory bool
-	// ownedWrite is set while WriteMemoryOwned writes: a kept write
-	// keeps its caller's bytes, not a copy.
-	ownedWrite bool
+	// keptData holds the kept writes' bytes; pageBuf is flushPage's.
+	keptData keptBytes
+	pageBuf  []byte
 	// displacer runs non-stop step-overs out of line (displaced.go);
 	// displacedSteps counts them.
 	displacer      DisplacedStepper
@@ -235,6 +235,8 @@ func (p *Process) loop(started chan struct{}) {
 		}
 		p.releaseForks(false)
 		p.schedFds.keepOnly(nil)
+		p.kept = pendingWrites{} // its bytes are keptData's
+		p.keptData.release()
 		signal.Stop(p.sigchld)
 		if p.memFile != nil {
 			p.memFile.Close()

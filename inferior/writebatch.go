@@ -37,9 +37,7 @@ func (p *Process) deferWrite(addr uint64, data []byte) bool {
 	if pw.pages == nil {
 		pw.pages = map[uint64][]int{}
 	}
-	if !p.ownedWrite {
-		data = append([]byte(nil), data...)
-	}
+	data = p.keptData.copyOf(data)
 	i := len(pw.writes)
 	pw.writes = append(pw.writes, memWrite{addr, data})
 	for page := addr &^ (pageSize - 1); page < addr+uint64(len(data)); page += pageSize {
@@ -86,6 +84,7 @@ func (p *Process) flushWrites() error {
 	if len(pw.writes) == 0 {
 		return nil
 	}
+	defer p.keptData.reset() // after the writes, which use it
 	pages := make([]uint64, 0, len(pw.pages))
 	for page := range pw.pages {
 		pages = append(pages, page)
@@ -102,7 +101,10 @@ func (p *Process) flushWrites() error {
 
 // flushPage writes the writes idx (in order) that touch page.
 func (p *Process) flushPage(page uint64, writes []memWrite, idx []int) error {
-	buf := make([]byte, pageSize)
+	if p.pageBuf == nil {
+		p.pageBuf = make([]byte, pageSize)
+	}
+	buf := p.pageBuf
 	if n, err := p.readRaw(page, buf); err != nil || n != len(buf) {
 		for _, i := range idx {
 			w := writes[i]
@@ -163,6 +165,7 @@ func (p *Process) flushWritesOn(first, last uint64) error {
 	}
 	if len(pw.pages) == 0 {
 		p.kept = pendingWrites{}
+		p.keptData.reset()
 	}
 	return err
 }

@@ -120,36 +120,76 @@ func TestFlushWritesOn(t *testing.T) {
 	}
 }
 
-// TestWriteMemoryOwned: inside Exclusive an owned write is kept without
-// a copy (WriteMemory's is copied: its caller may reuse the buffer), and
-// both reach memory when Exclusive ends.
-func TestWriteMemoryOwned(t *testing.T) {
+// TestKeptWritesCopyOutsideHeap: inside Exclusive, writes whose caller
+// reuses its buffer at once (as fasttp's pads do) are kept as copies in
+// keptBytes' chunks, more than one chunk's worth; every byte reaches
+// memory when Exclusive ends, and a second Exclusive reuses the chunks.
+func TestKeptWritesCopyOutsideHeap(t *testing.T) {
 	p := launch(t, "bp")
 	runToMain(t, p)
-	base, err := p.AllocateScratch(0, pageSize)
+	const n, size = 300, 1024 // more than keptChunk
+	base, err := p.AllocateScratch(0, n*size)
 	if err != nil {
 		t.Fatal(err)
 	}
-	owned, copied := []byte{1, 2, 3, 4}, []byte{5, 6, 7, 8}
-	var sharesOwned, sharesCopied bool
-	if err := p.Exclusive(func() {
-		if err := p.WriteMemoryOwned(base, owned); err != nil {
-			t.Error(err)
+	fill := func(buf []byte, i, round int) {
+		for j := range buf {
+			buf[j] = byte(i*7 + j + round)
 		}
-		if err := p.WriteMemory(base+16, copied); err != nil {
-			t.Error(err)
-		}
-		if w := p.kept.writes; len(w) == 2 {
-			sharesOwned, sharesCopied = &w[0].data[0] == &owned[0], &w[1].data[0] == &copied[0]
-		}
-	}); err != nil {
-		t.Fatal(err)
 	}
-	if !sharesOwned || sharesCopied {
-		t.Fatalf("kept writes share the owned buffer: %v (want true), the copied one: %v (want false)", sharesOwned, sharesCopied)
+	for round := range 2 {
+		buf := make([]byte, size)
+		var shared bool
+		if err := p.Exclusive(func() {
+			for i := range n {
+				fill(buf, i, round)
+				if err := p.WriteMemory(base+uint64(i*size), buf); err != nil {
+					t.Error(err)
+				}
+			}
+			for _, w := range p.kept.writes {
+				shared = shared || &w.data[0] == &buf[0]
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if shared {
+			t.Fatal("a kept write shares its caller's buffer")
+		}
+		if got := len(p.keptData.chunks); got != 2 {
+			t.Errorf("round %d: %d chunks mapped, want 2", round, got)
+		}
+		got, want := make([]byte, size), make([]byte, size)
+		for i := range n {
+			fill(want, i, round)
+			if _, err := p.readNow(base+uint64(i*size), got); err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("round %d: write %d: memory % x..., %v; want % x...", round, i, got[:8], err, want[:8])
+			}
+		}
 	}
-	got := make([]byte, 20)
-	if _, err := p.readNow(base, got); err != nil || !bytes.Equal(got[:4], owned) || !bytes.Equal(got[16:], copied) {
-		t.Fatalf("memory % x, %v", got, err)
+}
+
+// TestKeptBytes: copies are independent of the data copied and of each
+// other until reset, data too large for a chunk is copied to the heap,
+// and reset reuses the chunks.
+func TestKeptBytes(t *testing.T) {
+	var k keptBytes
+	defer k.release()
+	a, b := []byte("first"), []byte("second")
+	ca, cb := k.copyOf(a), k.copyOf(b)
+	a[0], b[0] = 'X', 'Y'
+	if string(ca) != "first" || string(cb) != "second" {
+		t.Fatalf("copies %q %q", ca, cb)
+	}
+	if len(k.chunks) != 1 {
+		t.Fatalf("%d chunks, want 1", len(k.chunks))
+	}
+	big := make([]byte, keptChunk/2)
+	if c := k.copyOf(big); len(c) != len(big) || len(k.chunks) != 1 {
+		t.Fatalf("a large copy: %d bytes, %d chunks", len(c), len(k.chunks))
+	}
+	k.reset()
+	if c := k.copyOf([]byte("again")); string(c) != "again" || &c[0] != &ca[0] || len(k.chunks) != 1 {
+		t.Fatalf("after reset: %q, reuses the chunk: %v, %d chunks", c, &c[0] == &ca[0], len(k.chunks))
 	}
 }

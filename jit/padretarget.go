@@ -111,6 +111,20 @@ func (p *JumpPad) Clone() *JumpPad {
 	return &c
 }
 
+// CloneTo copies p into dst, reusing dst's memory, and returns dst (a
+// new pad when dst is nil): a tstart placing a thousand pads of one key
+// copies each into the same memory before writing it to the inferior.
+func (p *JumpPad) CloneTo(dst *JumpPad) *JumpPad {
+	if dst == nil {
+		return p.Clone()
+	}
+	code, faults := dst.Code[:0], dst.Faults[:0]
+	*dst = *p
+	dst.Code = append(code, p.Code...)
+	dst.Faults = append(faults, p.Faults...)
+	return dst
+}
+
 // Retarget makes p the pad of the tracepoint at addr, table index idx,
 // with the same spec otherwise: the code BuildJumpPadAMD64 would make
 // for it.

@@ -27,6 +27,7 @@ func TestPadRetarget(t *testing.T) {
 	}{
 		{0x401000, 0}, {0x401000, 1}, {0x5555555551a0, 7}, {0x7ffff7c29d90, RecCompactMaxTP}, {0x1000, 100},
 	}
+	var scratch *JumpPad // CloneTo's memory, shared by every spec and target
 	for _, c := range specs {
 		t.Run(c.name, func(t *testing.T) {
 			base := c.spec
@@ -40,7 +41,7 @@ func TestPadRetarget(t *testing.T) {
 				t.Fatal("the pad cannot be retargeted")
 			}
 			saved := append([]byte(nil), orig.Code...)
-			for _, tg := range targets {
+			for i, tg := range targets {
 				spec := base
 				spec.TPAddr, spec.TPIndex = tg.addr, tg.idx
 				want, err := BuildJumpPadAMD64(spec)
@@ -48,6 +49,10 @@ func TestPadRetarget(t *testing.T) {
 					t.Fatal(err)
 				}
 				got := orig.Clone()
+				if i%2 == 1 {
+					got = orig.CloneTo(scratch) // over the last pad's code
+					scratch = got
+				}
 				if err := got.Retarget(tg.addr, tg.idx); err != nil {
 					t.Fatal(err)
 				}
