@@ -273,15 +273,20 @@ func TestProgramOutlivesKilledStub(t *testing.T) {
 	// case it dies while gdb keeps the program stopped after tstart and
 	// a stepi: the program's thread was last single-stepped (by gdb, and
 	// by the stub's injected system calls), a state the kernel does not
-	// clear when a tracer dies (it used to die of SIGTRAP then).
+	// clear when a tracer dies (it used to die of SIGTRAP then). In
+	// "stopped, non-stop" the stepped thread is main, stopped in gdb's
+	// non-stop mode after the workers started, which run (blocked in a
+	// barrier main's return releases).
 	cases := []struct {
 		name     string
 		killWith bool
 		stopped  bool
+		nonStop  bool
 	}{
-		{"kill-on-stub-exit=false", false, false},
-		{"kill-on-stub-exit=true", true, false},
-		{"stopped", false, true},
+		{"kill-on-stub-exit=false", false, false, false},
+		{"kill-on-stub-exit=true", true, false, false},
+		{"stopped", false, true, false},
+		{"stopped, non-stop", false, true, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -296,6 +301,15 @@ func TestProgramOutlivesKilledStub(t *testing.T) {
 				"break main", "continue",
 				"ftrace hit", "actions", "collect id", "end",
 				"tstart",
+			}
+			if c.nonStop {
+				cmds = []string{
+					"set non-stop on",
+					"target remote " + stub.target(),
+					"break all_started", "continue",
+					"ftrace hit", "actions", "collect id", "end",
+					"tstart",
+				}
 			}
 			if c.stopped {
 				cmds = append(cmds, "stepi", "echo stepped\\n", "shell sleep 60")

@@ -292,7 +292,13 @@ func (p *Process) forkChildStopped(t *thread) (int, bool) {
 		return child, true
 	}
 	for {
-		_, ws, err := wait4(child, 0)
+		// Its first stop may have been collected already by a wait for
+		// any status (waitLive's, with other threads running).
+		ws, taken := p.takeStashedStatus(child)
+		var err error
+		if !taken {
+			_, ws, err = wait4(child, 0)
+		}
 		if err != nil || ws.Exited() || ws.Signaled() {
 			return 0, false
 		}

@@ -825,6 +825,20 @@ func (p *Process) stashedStatus(tid int) (unix.WaitStatus, bool) {
 	return 0, false
 }
 
+// takeStashedStatus takes pid's status out of the stash or ready, if
+// one waits there: a wait4 for pid alone (a fork child's first stop)
+// would otherwise wait for a status already collected.
+func (p *Process) takeStashedStatus(pid int) (unix.WaitStatus, bool) {
+	for _, q := range []*[]stashedStatus{&p.live.ready, &p.live.stash} {
+		if i := slices.IndexFunc(*q, func(s stashedStatus) bool { return s.tid == pid }); i >= 0 {
+			ws := (*q)[i].ws
+			*q = slices.Delete(*q, i, i+1)
+			return ws, true
+		}
+	}
+	return 0, false
+}
+
 // stoppedAtTrap reports whether ws is a SIGTRAP stop that is no
 // PTRACE_EVENT or syscall stop: an int3 or a single-step, after which
 // the pc is not where the thread is to go on.

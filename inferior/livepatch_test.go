@@ -5,6 +5,8 @@ package inferior
 import (
 	"bytes"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestJumpTarget(t *testing.T) {
@@ -78,5 +80,33 @@ func TestTakeReadyByKey(t *testing.T) {
 	}
 	if len(p.live.ready) != 0 {
 		t.Errorf("left in ready: %v", p.live.ready)
+	}
+}
+
+// TestTakeStashedStatus: a status kept in ready or the stash (a fork
+// child's first stop, collected by a wait for any status) is taken out
+// by its pid, once, in order, and nothing else is.
+func TestTakeStashedStatus(t *testing.T) {
+	p := &Process{}
+	p.live.ready = []stashedStatus{{tid: 7, ws: 0x137f}, {tid: 9, ws: 0x57f}}
+	p.live.stash = []stashedStatus{{tid: 9, ws: 0x117f}, {tid: 11, ws: 0x137f}}
+	for _, tc := range []struct {
+		pid int
+		ws  unix.WaitStatus
+		ok  bool
+	}{
+		{8, 0, false},
+		{9, 0x57f, true}, // ready's first
+		{9, 0x117f, true},
+		{9, 0, false},
+		{11, 0x137f, true},
+	} {
+		ws, ok := p.takeStashedStatus(tc.pid)
+		if ws != tc.ws || ok != tc.ok {
+			t.Errorf("takeStashedStatus(%d) = %#x, %v; want %#x, %v", tc.pid, ws, ok, tc.ws, tc.ok)
+		}
+	}
+	if len(p.live.ready) != 1 || p.live.ready[0].tid != 7 || len(p.live.stash) != 0 {
+		t.Errorf("left: ready %v, stash %v; want only 7's in ready", p.live.ready, p.live.stash)
 	}
 }

@@ -15,10 +15,13 @@ import (
 // stepi — and still stopped when the stub died would take a debug trap
 // at its next instruction and the program would die of SIGTRAP. The
 // server therefore settles the stopped threads' steps before it waits for
-// gdb (SettleSteps) when the whole process is stopped (all-stop, or
-// non-stop with every thread stopped): the window is then only the
-// packet being handled. In non-stop mode with threads running it is
-// not done.
+// gdb (SettleSteps), in all-stop and non-stop mode alike: the window is
+// then only the packet being handled. With other threads running, the
+// settle's wait for the leader collects every status there is (waitLive),
+// a fork child's first stop among them, which forkChildStopped takes from
+// there (takeStashedStatus) rather than wait for it for ever: that hang
+// made gdb.threads/next-fork-other-thread.exp lose its stops when
+// settling first ran with threads running.
 
 // SettleSteps ends the single-step state every stopped thread keeps from
 // its last resumption (see above), so that the program, should the stub
@@ -29,14 +32,6 @@ func (p *Process) SettleSteps() error {
 		return nil
 	}
 	return p.do(func() error {
-		if p.anyRunning() {
-			// Only a process stopped as a whole: a settle's wait with
-			// threads running (non-stop) collects their statuses too,
-			// and gdb.threads/next-fork-other-thread.exp lost its
-			// stops so (not understood further). A non-stop thread
-			// left stopped after a step still dies with the stub.
-			return nil
-		}
 		p.stepsArmed.Store(false)
 		var firstErr error
 		for _, t := range p.threads {
