@@ -41,8 +41,8 @@
 //     the stub handles a packet: before it waits for gdb again it
 //     settles the step of every stopped thread (inferior.SettleSteps),
 //     so a thread gdb stepped, or one the stub stepped for tstart, no
-//     longer dies with a stub killed later (in non-stop mode too, other
-//     threads running).
+//     longer dies with a stub killed later. In non-stop mode with other
+//     threads running it does not (yet).
 //   - A thread that reaches an int3 between the detach and the
 //     watchdog's write: the pidfd is signalled in the same kernel function
 //     that detaches, and the watchdog's write follows within

@@ -114,9 +114,8 @@
 // A step leaves the kernel's single-step state armed until the thread's
 // next non-step resumption, and a dead tracer's detach does not clear
 // it: SettleSteps (stepsettle.go), which the server calls before it waits
-// for gdb, clears it for every stopped thread (other threads may run, in
-// non-stop mode), so that the program outlives a stub killed while a
-// thread is stopped.
+// for gdb, clears it for every stopped thread when no thread runs, so
+// that the program outlives a stub killed while it is stopped.
 //
 // # Breakpoints
 //

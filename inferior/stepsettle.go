@@ -15,13 +15,16 @@ import (
 // stepi — and still stopped when the stub died would take a debug trap
 // at its next instruction and the program would die of SIGTRAP. The
 // server therefore settles the stopped threads' steps before it waits for
-// gdb (SettleSteps), in all-stop and non-stop mode alike: the window is
-// then only the packet being handled. With other threads running, the
-// settle's wait for the leader collects every status there is (waitLive),
-// a fork child's first stop among them, which forkChildStopped takes from
-// there (takeStashedStatus) rather than wait for it for ever: that hang
-// made gdb.threads/next-fork-other-thread.exp lose its stops when
-// settling first ran with threads running.
+// gdb (SettleSteps) when the whole process is stopped (all-stop, or
+// non-stop with every thread stopped): the window is then only the
+// packet being handled. In non-stop mode with threads running it is not
+// done: settling then made gdb.threads/non-stop-fair-events.exp fail
+// (2 runs of 3: a thread stepping when a passed signal arrives was left
+// stopped in the handler; not understood yet). A first cause found —
+// the settle's wait for the leader, others running, collects every
+// status (waitLive), a fork child's first stop among them, which the
+// fork event's handler then waited for again for ever
+// (next-fork-other-thread.exp) — is fixed (takeStashedStatus).
 
 // SettleSteps ends the single-step state every stopped thread keeps from
 // its last resumption (see above), so that the program, should the stub
@@ -32,6 +35,9 @@ func (p *Process) SettleSteps() error {
 		return nil
 	}
 	return p.do(func() error {
+		if p.anyRunning() {
+			return nil // only a process stopped as a whole (see above)
+		}
 		p.stepsArmed.Store(false)
 		var firstErr error
 		for _, t := range p.threads {
