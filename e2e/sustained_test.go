@@ -382,12 +382,19 @@ func TestFastTraceFramesSurviveKilledGDB(t *testing.T) {
 		"set disconnected-tracing off",
 		"set trace-buffer-size 33554432",
 		"ftrace hit", "actions", "collect id", "end",
-		"tstart", "continue",
+		"tstart", "echo resuming\\n", "continue",
 	}, "\n"))
 	if !waitFor(60*time.Second, func() bool { return strings.Contains(stub.output.String(), " jump over ") }) {
 		t.Fatalf("the fast tracepoint was not placed; stub output:\n%s", stub.output.String())
 	}
-	time.Sleep(300 * time.Millisecond)
+	// gdb dies 2 s after it resumes the program (the run lasts minutes):
+	// in the arm64 VM's emulation QTStart can end well after the jump's
+	// placement, and the threads' start-up takes longer than the 300 ms
+	// this waited before — they had not reached the tracepoint.
+	if !waitFor(60*time.Second, func() bool { return strings.Contains(g.out.String(), "resuming") }) {
+		t.Fatalf("gdb did not continue; gdb output:\n%s", g.out.String())
+	}
+	time.Sleep(2 * time.Second)
 	if err := syscall.Kill(-g.cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
