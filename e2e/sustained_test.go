@@ -299,21 +299,15 @@ func TestProgramOutlivesKilledStub(t *testing.T) {
 			}
 			prog := buildProgram(t, "threads")
 			stub := startStub(t, flags, prog, "2", "20000", "100")
-			cmds := []string{
-				"target remote " + stub.target(),
-				"break main", "continue",
-				"ftrace hit", "actions", "collect id", "end",
-				"tstart",
-			}
+			var cmds []string
+			stopAt := "main"
 			if c.nonStop {
-				cmds = []string{
-					"set non-stop on",
-					"target remote " + stub.target(),
-					"break all_started", "continue",
-					"ftrace hit", "actions", "collect id", "end",
-					"tstart",
-				}
+				cmds, stopAt = []string{"set non-stop on"}, "all_started"
 			}
+			cmds = append(cmds, "target remote "+stub.target(),
+				"break "+stopAt, "continue",
+				"ftrace hit", "actions", "collect id", "end",
+				"tstart")
 			if c.stopped {
 				cmds = append(cmds, "stepi", "echo stepped\\n", "shell sleep 60")
 			} else {

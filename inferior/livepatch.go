@@ -812,31 +812,35 @@ func (p *Process) stashed(tid int) bool {
 // stashedStatus returns the status of tid waiting in the stash (or in
 // ready, collected for a wait in progress).
 func (p *Process) stashedStatus(tid int) (unix.WaitStatus, bool) {
-	for _, s := range p.live.stash {
-		if s.tid == tid {
-			return s.ws, true
-		}
+	q, i := p.findStashed(tid)
+	if q == nil {
+		return 0, false
 	}
-	for _, s := range p.live.ready {
-		if s.tid == tid {
-			return s.ws, true
-		}
-	}
-	return 0, false
+	return (*q)[i].ws, true
 }
 
 // takeStashedStatus takes pid's status out of the stash or ready, if
 // one waits there: a wait4 for pid alone (a fork child's first stop)
 // would otherwise wait for a status already collected.
 func (p *Process) takeStashedStatus(pid int) (unix.WaitStatus, bool) {
-	for _, q := range []*[]stashedStatus{&p.live.ready, &p.live.stash} {
-		if i := slices.IndexFunc(*q, func(s stashedStatus) bool { return s.tid == pid }); i >= 0 {
-			ws := (*q)[i].ws
-			*q = slices.Delete(*q, i, i+1)
-			return ws, true
+	q, i := p.findStashed(pid)
+	if q == nil {
+		return 0, false
+	}
+	ws := (*q)[i].ws
+	*q = slices.Delete(*q, i, i+1)
+	return ws, true
+}
+
+// findStashed finds tid's first status in the stash, else in ready (the
+// stash's are the older: handleStashed appends ready to it); nil if none.
+func (p *Process) findStashed(tid int) (*[]stashedStatus, int) {
+	for _, q := range []*[]stashedStatus{&p.live.stash, &p.live.ready} {
+		if i := slices.IndexFunc(*q, func(s stashedStatus) bool { return s.tid == tid }); i >= 0 {
+			return q, i
 		}
 	}
-	return 0, false
+	return nil, 0
 }
 
 // stoppedAtTrap reports whether ws is a SIGTRAP stop that is no

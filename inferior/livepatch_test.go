@@ -96,8 +96,8 @@ func TestTakeStashedStatus(t *testing.T) {
 		ok  bool
 	}{
 		{8, 0, false},
-		{9, 0x57f, true}, // ready's first
-		{9, 0x117f, true},
+		{9, 0x117f, true}, // the stash's first: the older
+		{9, 0x57f, true},
 		{9, 0, false},
 		{11, 0x137f, true},
 	} {

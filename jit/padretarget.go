@@ -104,19 +104,14 @@ func (b *padBuilder) retargetable() bool {
 }
 
 // Clone returns a copy of p that Place and Retarget change apart from p.
-func (p *JumpPad) Clone() *JumpPad {
-	c := *p
-	c.Code = append([]byte(nil), p.Code...)
-	c.Faults = append([]PadFault(nil), p.Faults...)
-	return &c
-}
+func (p *JumpPad) Clone() *JumpPad { return p.CloneTo(nil) }
 
 // CloneTo copies p into dst, reusing dst's memory, and returns dst (a
 // new pad when dst is nil): a tstart placing a thousand pads of one key
 // copies each into the same memory before writing it to the inferior.
 func (p *JumpPad) CloneTo(dst *JumpPad) *JumpPad {
 	if dst == nil {
-		return p.Clone()
+		dst = new(JumpPad)
 	}
 	code, faults := dst.Code[:0], dst.Faults[:0]
 	*dst = *p
