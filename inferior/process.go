@@ -44,6 +44,7 @@ type Process struct {
 	// keptData holds the kept writes' bytes; pageBuf is flushPage's.
 	keptData keptBytes
 	pageBuf  []byte
+	spanBuf  []memSpan // flushPage's
 	// displacer runs non-stop step-overs out of line (displaced.go);
 	// displacedSteps counts them.
 	displacer      DisplacedStepper

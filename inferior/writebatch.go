@@ -1,7 +1,9 @@
 package inferior
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 )
 
@@ -20,6 +22,9 @@ type pendingWrites struct {
 	writes []memWrite
 	pages  map[uint64][]int // page address → indexes in writes
 }
+
+// memSpan is the range of addresses [lo, hi).
+type memSpan struct{ lo, hi uint64 }
 
 // memWrite is one kept write.
 type memWrite struct {
@@ -99,32 +104,72 @@ func (p *Process) flushWrites() error {
 	return first
 }
 
-// flushPage writes the writes idx (in order) that touch page.
+// flushPage writes the writes idx (in order) that touch page. When they
+// cover the span they change without a gap (a pad, a jump) the span is
+// built from them alone; otherwise the page is read first, for the
+// bytes between them. Reading a fresh pad page first would also map the
+// zero page in, for the write to copy at once.
 func (p *Process) flushPage(page uint64, writes []memWrite, idx []int) error {
 	if p.pageBuf == nil {
 		p.pageBuf = make([]byte, pageSize)
 	}
 	buf := p.pageBuf
-	if n, err := p.readRaw(page, buf); err != nil || n != len(buf) {
-		for _, i := range idx {
-			w := writes[i]
-			lo, hi := max(page, w.addr), min(page+pageSize, w.addr+uint64(len(w.data)))
-			if err := p.writeNow(lo, w.data[lo-w.addr:hi-w.addr]); err != nil {
-				return err
-			}
+	lo, hi, whole := p.gaplessSpan(page, writes, idx)
+	if !whole {
+		if n, err := p.readRaw(page, buf); err != nil || n != len(buf) {
+			return p.flushPageWriteByWrite(page, writes, idx)
 		}
-		return nil
 	}
-	lo, hi := page+pageSize, page
 	for _, i := range idx {
-		w := writes[i]
-		applyWrite(page, buf, w)
-		lo, hi = min(lo, max(page, w.addr)), max(hi, min(page+pageSize, w.addr+uint64(len(w.data))))
+		applyWrite(page, buf, writes[i])
 	}
 	if err := p.writeNow(lo, buf[lo-page:hi-page]); err != nil {
 		return fmt.Errorf("writing the kept writes at %#x: %w", lo, err)
 	}
 	return nil
+}
+
+// flushPageWriteByWrite makes the writes idx on page one by one (a page
+// that cannot be read whole).
+func (p *Process) flushPageWriteByWrite(page uint64, writes []memWrite, idx []int) error {
+	for _, i := range idx {
+		lo, hi := clipToPage(page, writes[i])
+		if err := p.writeNow(lo, writes[i].data[lo-writes[i].addr:hi-writes[i].addr]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// clipToPage returns the part of w on page, [lo, hi).
+func clipToPage(page uint64, w memWrite) (lo, hi uint64) {
+	return max(page, w.addr), min(page+pageSize, w.addr+uint64(len(w.data)))
+}
+
+// gaplessSpan returns the span [lo, hi) of page the writes idx change,
+// and whether they cover all of it.
+func (p *Process) gaplessSpan(page uint64, writes []memWrite, idx []int) (lo, hi uint64, whole bool) {
+	spans := p.spanBuf[:0]
+	for _, i := range idx {
+		l, h := clipToPage(page, writes[i])
+		spans = append(spans, memSpan{l, h})
+	}
+	p.spanBuf = spans
+	return unionSpan(spans)
+}
+
+// unionSpan sorts spans (non-empty) and returns the least range holding
+// them all, and whether their union is that whole range.
+func unionSpan(spans []memSpan) (lo, hi uint64, whole bool) {
+	slices.SortFunc(spans, func(a, b memSpan) int { return cmp.Compare(a.lo, b.lo) })
+	lo, hi, whole = spans[0].lo, spans[0].hi, true
+	for _, s := range spans[1:] {
+		if s.lo > hi {
+			whole = false
+		}
+		hi = max(hi, s.hi)
+	}
+	return lo, hi, whole
 }
 
 // flushBeforeResume makes the kept writes before t runs: all of them,

@@ -193,3 +193,69 @@ func TestKeptBytes(t *testing.T) {
 		t.Fatalf("after reset: %q, reuses the chunk: %v, %d chunks", c, &c[0] == &ca[0], len(k.chunks))
 	}
 }
+
+// TestUnionSpan: the span kept writes change on a page, and whether they
+// leave a gap in it (then the page is read before it is written).
+func TestUnionSpan(t *testing.T) {
+	tests := []struct {
+		name   string
+		spans  []memSpan
+		lo, hi uint64
+		whole  bool
+	}{
+		{"one", []memSpan{{10, 20}}, 10, 20, true},
+		{"touching", []memSpan{{20, 30}, {10, 20}}, 10, 30, true},
+		{"overlapping", []memSpan{{10, 25}, {20, 30}}, 10, 30, true},
+		{"inside", []memSpan{{10, 40}, {20, 30}}, 10, 40, true},
+		{"gap", []memSpan{{10, 20}, {21, 30}}, 10, 30, false},
+		{"gap after a long one", []memSpan{{10, 40}, {20, 30}, {41, 50}}, 10, 50, false},
+		{"gap filled later", []memSpan{{30, 40}, {10, 20}, {15, 35}}, 10, 40, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lo, hi, whole := unionSpan(tt.spans)
+			if lo != tt.lo || hi != tt.hi || whole != tt.whole {
+				t.Fatalf("unionSpan = %d, %d, %v; want %d, %d, %v", lo, hi, whole, tt.lo, tt.hi, tt.whole)
+			}
+		})
+	}
+}
+
+// TestFlushKeepsGapBytes: kept writes with a gap between them leave the
+// gap's bytes as they were, and gapless ones (written without reading the
+// page first) land whole, on a page never touched before.
+func TestFlushKeepsGapBytes(t *testing.T) {
+	p := launch(t, "bp")
+	runToMain(t, p)
+	base, err := p.AllocateScratch(0, 2*pageSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := []byte{0xaa, 0xbb, 0xcc, 0xdd}
+	if err := p.WriteMemory(base+4, old); err != nil { // made at once
+		t.Fatal(err)
+	}
+	fresh := base + pageSize // untouched
+	if err := p.Exclusive(func() {
+		for _, w := range []struct {
+			addr uint64
+			data []byte
+		}{
+			{base, []byte{1, 2, 3, 4}}, {base + 6, []byte{5, 6}}, // gap at base+4, base+5
+			{fresh + 8, []byte{7, 8}}, {fresh + 10, []byte{9}}, {fresh + 7, []byte{6, 7}},
+		} {
+			if err := p.WriteMemory(w.addr, w.data); err != nil {
+				t.Error(err)
+			}
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 8)
+	if _, err := p.readNow(base, got); err != nil || !bytes.Equal(got, []byte{1, 2, 3, 4, 0xaa, 0xbb, 5, 6}) {
+		t.Fatalf("page with a gap: % x, %v; want 01 02 03 04 aa bb 05 06", got, err)
+	}
+	if _, err := p.readNow(fresh+6, got[:6]); err != nil || !bytes.Equal(got[:6], []byte{0, 6, 7, 8, 9, 0}) {
+		t.Fatalf("gapless writes: % x, %v; want 00 06 07 08 09 00", got[:6], err)
+	}
+}
