@@ -106,6 +106,12 @@ type codeMap struct {
 	maps  []fileMapping
 	files map[string][]Function // by path, at link addresses
 	facts map[funcKey]funcFacts // each decoded function's
+
+	// Addresses queued by prepare, which warm reads in the background
+	// (warming while it runs).
+	qmu     sync.Mutex
+	queue   []uint64
+	warming bool
 }
 
 // funcKey names a function: its file and link address.
@@ -133,6 +139,40 @@ type fileMapping struct {
 
 func newCodeMap(pid int) *codeMap {
 	return &codeMap{pid: pid, files: map[string][]Function{}, facts: map[funcKey]funcFacts{}}
+}
+
+// prepare queues addr to be looked up in the background (warm): its
+// file's symbols read, its function decoded, while gdb still downloads
+// the tracepoints, so that the placements at QTStart find them cached.
+// It returns at once.
+func (m *codeMap) prepare(addr uint64) {
+	m.qmu.Lock()
+	m.queue = append(m.queue, addr)
+	start := !m.warming
+	m.warming = true
+	m.qmu.Unlock()
+	if start {
+		go m.warm()
+	}
+}
+
+// warm looks the queued addresses up until the queue is empty.
+func (m *codeMap) warm() {
+	for {
+		m.qmu.Lock()
+		q := m.queue
+		m.queue = nil
+		m.warming = len(q) > 0
+		m.qmu.Unlock()
+		if len(q) == 0 {
+			return
+		}
+		for _, addr := range q {
+			m.mu.Lock()
+			m.factsAt(addr)
+			m.mu.Unlock()
+		}
+	}
 }
 
 // insnStart reports whether addr is known to start an instruction.
@@ -271,6 +311,13 @@ func loadBias(path string, start, off uint64) (uint64, bool) {
 	}
 	return 0, false
 }
+
+// Prepare starts, in the background, the work placing a jump at addr
+// will need from the program's files (its file's symbol table read, its
+// function decoded: a millisecond for a large program) when gdb defines
+// a fast tracepoint there, long before QTStart places it. It returns at
+// once and uses no ptrace.
+func (in *Installer) Prepare(addr uint64) { in.codeMap().prepare(addr) }
 
 // codeMap returns the process's code map, made on first use.
 func (in *Installer) codeMap() *codeMap {

@@ -79,7 +79,9 @@
 // instruction takes its jump. After a ret or jmp the next bytes are
 // written only when a CodeOracle vouches for them: the installer's
 // (codemap.go) decodes the function symbol holding the address in the
-// ELF file mapped there (a stripped file vouches for nothing). Then the
+// ELF file mapped there (a stripped file vouches for nothing; the
+// engine's Prepare, at each fast tracepoint gdb defines, has that file
+// read and that function decoded in the background before QTStart). Then the
 // int3 pun above, then its padded variants. Last, at a function symbol's
 // entry that starts with `push %reg` and whose next instruction no
 // direct branch of the function targets (codeMap.pushEntry), the same

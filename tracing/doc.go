@@ -11,7 +11,9 @@
 // inferior and reports every hit with Engine.Hit and every while-stepping
 // step with Engine.Step. Those run on the ptrace thread while the packet
 // goroutine may be in HandlePacket; one mutex guards the engine's state,
-// and the engine never calls the Installer while holding it.
+// and the engine never calls the Installer while holding it. An Installer
+// that is a Preparer hears of each fast tracepoint gdb defines, to start
+// the work its placement will need while gdb downloads the rest.
 //
 // Semantics follow gdbserver (gdbserver/tracepoint.cc) unless noted:
 //

@@ -42,6 +42,14 @@ type Batcher interface {
 	Batch(f func())
 }
 
+// Preparer is an Installer that can start, when gdb defines a fast
+// tracepoint, work its placement at QTStart will need (reading the
+// program's files). Prepare returns at once; the engine calls it without
+// holding its lock.
+type Preparer interface {
+	Prepare(addr uint64)
+}
+
 // batch runs f through inst's Batch when it has one.
 func batch(inst Installer, f func()) {
 	if b, ok := inst.(Batcher); ok {

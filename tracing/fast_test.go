@@ -3,6 +3,7 @@ package tracing
 import (
 	"encoding/binary"
 	"encoding/hex"
+	"slices"
 	"strings"
 	"testing"
 
@@ -230,5 +231,29 @@ func TestFastHitsAArch64(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// prepInstaller is a fakeInstaller that records Prepare calls.
+type prepInstaller struct {
+	*fakeInstaller
+	prepared []uint64
+}
+
+func (p *prepInstaller) Prepare(addr uint64) { p.prepared = append(p.prepared, addr) }
+
+// TestPrepareFastDefinitions: a Preparer installer hears of each fast
+// tracepoint gdb defines (not of trap ones), before QTStart.
+func TestPrepareFastDefinitions(t *testing.T) {
+	p := newProgram()
+	inst := &prepInstaller{fakeInstaller: newFakeInstaller()}
+	e := NewEngine(Config{Layout: p.layout, Live: p.mem, Installer: inst})
+	e.SetFastTracepoints(true)
+	mustOK(t, e, "QTinit", "QTDP:1:401000:E:0:0:F5-", "QTDP:-1:401000:R"+allRegs, "QTDP:2:401010:E:0:0", "QTDP:3:401020:E:0:0:F5")
+	if want := []uint64{0x401000, 0x401020}; !slices.Equal(inst.prepared, want) {
+		t.Fatalf("prepared %#x, want %#x", inst.prepared, want)
+	}
+	if n := inst.count(); n != 0 {
+		t.Fatalf("%d tracepoints installed before QTStart", n)
 	}
 }

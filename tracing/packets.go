@@ -175,6 +175,9 @@ func (e *Engine) qtDP(s string) []byte {
 	}
 	inst := e.installer
 	e.mu.Unlock()
+	if pr, ok := inst.(Preparer); ok && tp.Fast && !install {
+		pr.Prepare(tp.Addr)
+	}
 	switch {
 	case install:
 		return e.installDuringRun(tp)
