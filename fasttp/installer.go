@@ -1632,25 +1632,80 @@ func insertSorted(rs []Range, r Range) []Range {
 
 // mapPadLocked makes [p, p+size) pad memory: a range of in.spare that
 // holds it (idle: listed in spare) gives it up, or its pages are mapped
-// (AllocateScratchAt) and the rest of them go to in.spare.
+// (AllocateScratchAt) and the rest of them go to in.spare. Within a
+// Batch the mapping is padMapGranule-aligned and as large as the gap
+// around it allows (padMappingLocked): the forced addresses of
+// neighbouring sites' jumps lie a few bytes apart, and each injected
+// mmap costs tens of µs. A pad that begins in an idle spare range and
+// runs past its end maps only the pages after it.
 func (in *Installer) mapPadLocked(p, size uint64) error {
 	r := Range{p, p + size}
 	if i := holding(in.spare, r); i >= 0 && !in.threadInLocked(in.spare[i]) {
 		s := in.spare[i]
 		in.spare = slices.Delete(in.spare, i, i+1)
 		in.addSpareLocked(Range{s.Start, r.Start}, Range{r.End, s.End})
-	} else {
-		if err := in.proc.AllocateScratchAt(p, int(size)); err != nil {
-			return err
-		}
-		pages := pagesOf(p, size)
-		if in.mapped != nil {
-			in.mapped = insertSorted(in.mapped, pages)
-		}
-		in.addSpareLocked(Range{pages.Start, r.Start}, Range{r.End, pages.End})
+		in.areas = unionInsert(in.areas, r)
+		return nil
 	}
+	from := r.Start
+	i := holding(in.spare, Range{r.Start, r.Start + 1})
+	if i >= 0 && in.spare[i].End%4096 == 0 && !in.threadInLocked(in.spare[i]) {
+		from = in.spare[i].End // the pages before are ours already
+	} else {
+		i = -1
+	}
+	pages := in.padMappingLocked(from, r.End)
+	if err := in.proc.AllocateScratchAt(pages.Start, int(pages.End-pages.Start)); err != nil {
+		return err
+	}
+	if in.mapped != nil {
+		in.mapped = insertSorted(in.mapped, pages)
+	}
+	if i >= 0 {
+		s := in.spare[i]
+		in.spare = slices.Delete(in.spare, i, i+1)
+		in.addSpareLocked(Range{s.Start, r.Start})
+	} else {
+		in.addSpareLocked(Range{pages.Start, r.Start})
+	}
+	in.addSpareLocked(Range{r.End, pages.End})
 	in.areas = unionInsert(in.areas, r)
 	return nil
+}
+
+// padMapGranule is the alignment and greatest size of the memory
+// mapPadLocked maps for a pad at a forced address within a Batch.
+const padMapGranule = 64 << 10
+
+// padMappingLocked returns the pages to map for pad memory [from, to):
+// its own pages, within a Batch grown to the padMapGranule-aligned
+// window holding from, as far as the unmapped gap around them reaches.
+func (in *Installer) padMappingLocked(from, to uint64) Range {
+	pages := pagesOf(from, to-from)
+	if in.batches == 0 {
+		return pages
+	}
+	mapped, err := in.memoryMapLocked()
+	if err != nil {
+		return pages
+	}
+	i := sort.Search(len(mapped), func(i int) bool { return mapped[i].Start >= pages.Start })
+	window := from &^ (padMapGranule - 1)
+	lo := max(window, uint64(minMapAddr))
+	hi := min(window+padMapGranule, uint64(maxUserAddr))
+	if i > 0 {
+		if mapped[i-1].End > pages.Start {
+			return pages // already mapped: let the mmap fail
+		}
+		lo = max(lo, mapped[i-1].End)
+	}
+	if i < len(mapped) {
+		if mapped[i].Start < pages.End {
+			return pages
+		}
+		hi = min(hi, mapped[i].Start)
+	}
+	return Range{min(lo, pages.Start), max(hi, pages.End)}
 }
 
 // byStartAt orders a range against an address by its start, for binary

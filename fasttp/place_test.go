@@ -488,3 +488,33 @@ func TestTakeFreeLocked(t *testing.T) {
 		}
 	}
 }
+
+// TestPadMappingLocked: within a Batch the memory mapped for a pad at a
+// forced address is its 64 KiB window, clipped to the unmapped gap
+// around the pad's pages; outside one, or where the pages are mapped
+// already, just the pad's pages.
+func TestPadMappingLocked(t *testing.T) {
+	const g = padMapGranule
+	mapped := []Range{{0x400000, 0x401000}, {0x5c3b0000 + 0x2000, 0x5c3b0000 + 0x3000}, {0x5c3c8000, 0x5c3c9000}}
+	for _, c := range []struct {
+		name     string
+		batches  int
+		from, to uint64
+		want     Range
+	}{
+		{"outside a batch", 0, 0x10001010, 0x10001015, Range{0x10001000, 0x10002000}},
+		{"the whole window", 1, 0x10001010, 0x10001015, Range{0x10000000, 0x10000000 + g}},
+		{"over a page boundary", 1, 0x1000fffe, 0x10010003, Range{0x10000000, 0x10011000}},
+		{"clipped below by a mapping", 1, 0x5c3b5000, 0x5c3b5005, Range{0x5c3b3000, 0x5c3c0000}},
+		{"clipped above by a mapping", 1, 0x5c3c1000, 0x5c3c1005, Range{0x5c3c0000, 0x5c3c8000}},
+		{"pages mapped already", 1, 0x5c3b2ffe, 0x5c3b3002, Range{0x5c3b2000, 0x5c3b4000}},
+		{"the lowest window", 1, 0x10010, 0x10015, Range{minMapAddr, 0x20000}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			in := &Installer{mapped: slices.Clone(mapped), batches: c.batches}
+			if got := in.padMappingLocked(c.from, c.to); got != c.want {
+				t.Errorf("padMappingLocked(%#x, %#x) = %#x, want %#x", c.from, c.to, got, c.want)
+			}
+		})
+	}
+}
