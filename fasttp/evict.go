@@ -3,6 +3,7 @@ package fasttp
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 )
 
@@ -127,10 +128,15 @@ func padCandidates(site Site, free []Range, size uint64, samples, n int) []uint6
 		// Every byte forced (a jump keeping four successor bytes): one
 		// address, free or not.
 		p := base + uint64(int64(int32(val)))
-		for _, fr := range free {
-			if fr.Start <= p && p <= fr.End && fr.End-p >= size {
-				return []uint64{p}
-			}
+		fits := func(fr Range) bool { return fr.Start <= p && p <= fr.End && fr.End-p >= size }
+		// In an address-ordered list (the installer's) the range that
+		// holds p is found by binary search; a miss scans them all (a
+		// list in another order).
+		if i := sort.Search(len(free), func(i int) bool { return free[i].Start > p }) - 1; i >= 0 && fits(free[i]) {
+			return []uint64{p}
+		}
+		if slices.ContainsFunc(free, fits) {
+			return []uint64{p}
 		}
 		return nil
 	}

@@ -130,3 +130,34 @@ func TestParseShapes(t *testing.T) {
 		t.Errorf("shapes %v, want %v", shapes, want)
 	}
 }
+
+// TestPadCandidatesFullyForced: a site whose four displacement bytes are
+// all forced has one pad address; it is found in a free list in address
+// order (binary search) and in one out of order (the scan), and not
+// where no free range holds the pad whole.
+func TestPadCandidatesFullyForced(t *testing.T) {
+	s := Site{Addr: 0x401000, Covered: 5, Forced: forced(0, 1, 2, 3)}
+	mask, val := forcedBits(s.Forced)
+	if mask != 0xffffffff {
+		t.Fatalf("mask %#x", mask)
+	}
+	p := s.JumpEnd() + uint64(int64(int32(val)))
+	holds := Range{p - 0x100, p + 0x1000}
+	for _, c := range []struct {
+		name string
+		free []Range
+		want []uint64
+	}{
+		{"in order", []Range{{0x10000, 0x20000}, holds, {p + 0x2000, p + 0x3000}}, []uint64{p}},
+		{"out of order", []Range{{p + 0x2000, p + 0x3000}, holds, {0x10000, 0x20000}}, []uint64{p}},
+		{"too short", []Range{{0x10000, 0x20000}, {p - 0x100, p + 0x10}}, nil},
+		{"before every range", []Range{{p + 1, p + 0x1000}}, nil},
+		{"none", nil, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := padCandidates(s, c.free, 0x20, 0, 1); !slices.Equal(got, c.want) {
+				t.Errorf("padCandidates = %#x, want %#x", got, c.want)
+			}
+		})
+	}
+}
