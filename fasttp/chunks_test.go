@@ -1,6 +1,7 @@
 package fasttp
 
 import (
+	"bytes"
 	"slices"
 	"testing"
 )
@@ -33,6 +34,36 @@ func TestReuseChunk(t *testing.T) {
 			}
 			if !slices.Equal(in.chunks, tc.left) {
 				t.Errorf("chunks left %v, want %v", in.chunks, tc.left)
+			}
+		})
+	}
+}
+
+// TestAppendPadRest: after a pad's code come fill up to the tail, the
+// tail, and fill to the end of the pad's room, so that the pad covers its
+// room without a gap.
+func TestAppendPadRest(t *testing.T) {
+	f := len(padFill)
+	tail := bytes.Repeat([]byte{0x90}, 3*f)
+	for _, c := range []struct {
+		name            string
+		codeLen, padLen int
+		room            uint64
+	}{
+		{"fill on both sides", 5 * f, 8 * f, uint64(16 * f)},
+		{"code fills padLen", 8 * f, 8 * f, uint64(16 * f)},
+		{"tail fills the room", 5 * f, 8 * f, uint64(11 * f)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := appendPadRest([]byte("x"), c.codeLen, uint64(c.padLen), tail, c.room)
+			want := append([]byte("x"), bytes.Repeat(padFill, (c.padLen-c.codeLen)/f)...)
+			want = append(want, tail...)
+			want = append(want, bytes.Repeat(padFill, (int(c.room)-c.padLen-len(tail))/f)...)
+			if !bytes.Equal(got, want) {
+				t.Fatalf("got % x\nwant % x", got, want)
+			}
+			if n := len(got) - 1 + c.codeLen; n != int(c.room) {
+				t.Fatalf("code and rest take %d bytes, want the room's %d", n, c.room)
 			}
 		})
 	}

@@ -1033,18 +1033,18 @@ func (in *Installer) placeX86(tp *tracing.Tracepoint, acts *padActions) error {
 
 // writePad writes a pad at base: its code, int3s (padFill) up to
 // padLen, then tail (the relocated instructions), whose range it notes
-// in in.tails. The writes copy the bytes (a tstart's are kept until its
-// end, outside Go's heap: inferior's keptBytes), so code and the fill
-// are scratch memory used again for the next pad. in.mu is held.
-func (in *Installer) writePad(base uint64, code []byte, padLen uint64, tail []byte) error {
+// in in.tails, then int3s again to the end of its room (the memory
+// reserved for it, which the unused tail room leaves): pads side by side
+// in an arena then cover their pages without a gap, which a tstart's
+// kept writes make without reading the page first. The writes copy the
+// bytes (a tstart's are kept until its end, outside Go's heap:
+// inferior's keptBytes), so code and the fill are scratch memory used
+// again for the next pad. in.mu is held.
+func (in *Installer) writePad(base uint64, code []byte, padLen uint64, tail []byte, room uint64) error {
 	in.tails = unionInsert(in.tails, Range{base + padLen, base + padLen + uint64(len(tail))})
-	rest := in.fillScratch[:0]
-	for range (int(padLen) - len(code)) / len(padFill) {
-		rest = append(rest, padFill...)
-	}
-	rest = append(rest, tail...)
+	rest := appendPadRest(in.fillScratch[:0], len(code), padLen, tail, room)
 	in.fillScratch = rest
-	in.forgetCode(base, padLen+uint64(len(tail)))
+	in.forgetCode(base, room)
 	if err := in.proc.WriteMemory(base, code); err != nil {
 		return fmt.Errorf("writing the pad: %w", err)
 	}
@@ -1052,6 +1052,22 @@ func (in *Installer) writePad(base uint64, code []byte, padLen uint64, tail []by
 		return fmt.Errorf("writing the pad: %w", err)
 	}
 	return nil
+}
+
+// appendPadRest appends what follows a pad's codeLen bytes of code in
+// its room: fill to padLen, the tail, fill to the room's end.
+func appendPadRest(b []byte, codeLen int, padLen uint64, tail []byte, room uint64) []byte {
+	b = appendFill(b, int(padLen)-codeLen)
+	b = append(b, tail...)
+	return appendFill(b, int(room-padLen)-len(tail))
+}
+
+// appendFill appends n bytes' worth of padFill (whole copies) to b.
+func appendFill(b []byte, n int) []byte {
+	for range n / len(padFill) {
+		b = append(b, padFill...)
+	}
+	return b
 }
 
 // buildPadLocked builds the pad of spec, or copies one built for
@@ -1140,7 +1156,7 @@ func (in *Installer) placeJump(tp *tracing.Tracepoint, acts *padActions, cands [
 	if padLen+uint64(len(tail)) > size {
 		return fmt.Errorf("relocated instructions take %d bytes, %d reserved", len(tail), size-padLen)
 	}
-	if err := in.writePad(base, pad.Code, padLen, tail); err != nil {
+	if err := in.writePad(base, pad.Code, padLen, tail, size); err != nil {
 		return err
 	}
 	if entry != base {

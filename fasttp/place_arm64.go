@@ -74,7 +74,7 @@ func (in *Installer) placeA64(tp *tracing.Tracepoint, acts *padActions) error {
 	for i, w := range plan.Tail {
 		binary.LittleEndian.PutUint32(tail[4*i:], w)
 	}
-	if err := in.writePad(base, pad.Code, padLen, tail); err != nil {
+	if err := in.writePad(base, pad.Code, padLen, tail, align16(padLen+a64TailRoom)); err != nil {
 		return err
 	}
 	in.readySlotLocked(tp, slot, reused, pad)
