@@ -286,7 +286,7 @@ func TestProgramOutlivesKilledStub(t *testing.T) {
 		{"stopped", false, true, false, ""},
 		// main stepped in gdb's non-stop mode while the workers run
 		// (blocked in a barrier main's return releases).
-		{"stopped, non-stop", false, true, true, "not yet: SettleSteps does not settle while threads run (inferior/stepsettle.go)"},
+		{"stopped, non-stop", false, true, true, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -37,12 +37,12 @@
 //   - A thread the stub is single-stepping (through that copy, or an
 //     injected system call): the kernel's single-step state stays armed
 //     after the detach, and the next instruction's debug trap kills the
-//     program with SIGTRAP. With the whole process stopped, only while
-//     the stub handles a packet: before it waits for gdb again it
-//     settles the step of every stopped thread (inferior.SettleSteps),
-//     so a thread gdb stepped, or one the stub stepped for tstart, no
-//     longer dies with a stub killed later. In non-stop mode with other
-//     threads running it does not (yet).
+//     program with SIGTRAP. Only while the stub handles a packet:
+//     before it waits for gdb again it settles the step of every thread
+//     stopped for gdb (inferior.SettleSteps), in all-stop and non-stop
+//     mode, so a thread gdb stepped, or one the stub stepped for tstart,
+//     no longer dies with a stub killed later — except in the moment
+//     between a stepped thread's stop and its report to gdb.
 //   - A thread that reaches an int3 between the detach and the
 //     watchdog's write: the pidfd is signalled in the same kernel function
 //     that detaches, and the watchdog's write follows within

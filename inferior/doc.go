@@ -114,8 +114,9 @@
 // A step leaves the kernel's single-step state armed until the thread's
 // next non-step resumption, and a dead tracer's detach does not clear
 // it: SettleSteps (stepsettle.go), which the server calls before it waits
-// for gdb, clears it for every stopped thread when no thread runs, so
-// that the program outlives a stub killed while it is stopped.
+// for gdb, clears it for every thread stopped for gdb (its stop reported,
+// other threads running or not), so that the program outlives a stub
+// killed while it is stopped.
 //
 // # Breakpoints
 //

@@ -15,16 +15,24 @@ import (
 // stepi — and still stopped when the stub died would take a debug trap
 // at its next instruction and the program would die of SIGTRAP. The
 // server therefore settles the stopped threads' steps before it waits for
-// gdb (SettleSteps) when the whole process is stopped (all-stop, or
-// non-stop with every thread stopped): the window is then only the
-// packet being handled. In non-stop mode with threads running it is not
-// done: settling then made gdb.threads/non-stop-fair-events.exp fail
-// (2 runs of 3: a thread stepping when a passed signal arrives was left
-// stopped in the handler; not understood yet). A first cause found —
-// the settle's wait for the leader, others running, collects every
-// status (waitLive), a fork child's first stop among them, which the
-// fork event's handler then waited for again for ever
-// (next-fork-other-thread.exp) — is fixed (takeStashedStatus).
+// gdb (SettleSteps), in all-stop and in non-stop mode, other threads
+// running or not: the window is then only the packet being handled.
+//
+// Only a thread stopped for gdb is settled: its stop reported (taken off
+// the event queue) and not resumed since. A thread whose stop is still
+// queued is left for the next call: settling it could dequeue a signal
+// that arrived meanwhile (a pthread_kill), queued as a second event of
+// the same thread, and non-stop mode reports a random one of the queued
+// events first (fairReportable) — gdb then saw the signal, passed it back
+// with the thread's next resumption, which instead reported the older
+// step stop at once and kept the signal for the resumption after, a
+// step: the thread entered the handler on a step, reported there
+// (gdb.threads/non-stop-fair-events.exp, 2 runs in 3). Those threads
+// stop for gdb a moment later; the window left is that moment. A second
+// hazard, also fixed: the settle's wait for the leader, others running,
+// collects every status (waitLive), a fork child's first stop among
+// them, which the fork event's handler then waited for again for ever
+// (next-fork-other-thread.exp): takeStashedStatus.
 
 // SettleSteps ends the single-step state every stopped thread keeps from
 // its last resumption (see above), so that the program, should the stub
@@ -35,16 +43,13 @@ func (p *Process) SettleSteps() error {
 		return nil
 	}
 	return p.do(func() error {
-		if p.anyRunning() {
-			return nil // only a process stopped as a whole (see above)
-		}
 		p.stepsArmed.Store(false)
 		var firstErr error
 		for _, t := range p.threads {
 			if !t.stepArmed {
 				continue
 			}
-			if !t.stopped || p.stopOnItsWay(t) {
+			if !p.stoppedForGDB(t) || p.stopOnItsWay(t) {
 				p.stepsArmed.Store(true) // next time
 				continue
 			}
@@ -54,6 +59,12 @@ func (p *Process) SettleSteps() error {
 		}
 		return firstErr
 	})
+}
+
+// stoppedForGDB reports whether t is stopped and gdb knows it: its
+// stop reported, not resumed since (see above).
+func (p *Process) stoppedForGDB(t *thread) bool {
+	return t.stopped && !t.resumed && !p.hasPending(t.tid)
 }
 
 // stopOnItsWay reports whether a SIGSTOP is pending for stopped thread

@@ -3,6 +3,7 @@ package inferior
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -75,5 +76,59 @@ func TestSignalDeliveryStop(t *testing.T) {
 		if got := signalDeliveryStop(c.si); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestSettleStepsWaitsForTheReport: in non-stop mode a stepped thread
+// whose stop is still queued for gdb is not settled — settling could
+// dequeue a signal that came meanwhile as a second event of the thread,
+// reported before the step's (gdb.threads/non-stop-fair-events.exp). Once
+// gdb has the step's stop it is settled, and the signal is reported when
+// gdb resumes the thread, at the same place.
+func TestSettleStepsWaitsForTheReport(t *testing.T) {
+	p := launchNonStop(t, "threads")
+	tid := p.Pid()
+	if err := p.Resume([]Action{{Tid: tid, Step: true}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the step is done and collected
+	if err := unix.Tgkill(p.Pid(), tid, unix.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	if err := p.SettleSteps(); err != nil {
+		t.Fatal(err)
+	}
+	if !p.stepsArmed.Load() {
+		t.Fatal("a thread whose stop gdb has not seen was settled")
+	}
+	ev := wait(t, p)
+	if ev.Tid != tid || ev.Kind != SignalStop || ev.Signal != int(unix.SIGTRAP) {
+		t.Fatalf("first event %+v, want the step's SIGTRAP", ev)
+	}
+	var queued bool
+	_ = p.do(func() error { queued = p.hasPending(tid); return nil })
+	if queued {
+		t.Fatal("a second event of the stepped thread is queued")
+	}
+	pc, err := p.PC(tid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SettleSteps(); err != nil {
+		t.Fatal(err)
+	}
+	if p.stepsArmed.Load() {
+		t.Fatal("the reported step was not settled")
+	}
+	if err := p.Resume([]Action{{Tid: tid}}); err != nil {
+		t.Fatal(err)
+	}
+	ev = wait(t, p)
+	if ev.Tid != tid || ev.Kind != SignalStop || ev.Signal != int(unix.SIGUSR1) {
+		t.Fatalf("event %+v after resuming, want the SIGUSR1", ev)
+	}
+	if now, err := p.PC(tid); err != nil || now != pc {
+		t.Fatalf("SIGUSR1 reported at %#x (%v), want %#x: the thread ran", now, err, pc)
 	}
 }
