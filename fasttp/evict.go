@@ -1,6 +1,7 @@
 package fasttp
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -117,53 +118,125 @@ const maxEvictTries = 64
 // site moves the evicted jump's forced bytes, and so its trampoline.
 const evictSamples = 8
 
-// padCandidates returns up to n pad addresses for site, nearest first:
-// in each free range, the admissible addresses nearest to the site and
-// nearest to samples points spread evenly over the range (its ends
-// included when samples > 0).
+// padCandidates returns up to n pad addresses for site, nearest first
+// (ties: the lower first): in each free range, the admissible addresses
+// nearest to the site and nearest to samples points spread evenly over
+// the range (its ends included when samples > 0). With free in address
+// order (the installer's lists) it walks outward from the jump and stops
+// each way at the first range that cannot hold one of the n nearest: a
+// QTStart of a thousand tracepoints leaves thousands of ranges, and the
+// scan of all of them (scanPadCandidates, for lists in another order)
+// took an evicting site's search most of a millisecond.
 func padCandidates(site Site, free []Range, size uint64, samples, n int) []uint64 {
 	mask, val := forcedBits(site.Forced)
-	base := site.JumpEnd()
-	if mask == 0xffffffff {
-		// Every byte forced (a jump keeping four successor bytes): one
-		// address, free or not.
-		p := base + uint64(int64(int32(val)))
-		fits := func(fr Range) bool { return fr.Start <= p && p <= fr.End && fr.End-p >= size }
-		// In an address-ordered list (the installer's) the range that
-		// holds p is found by binary search; a miss scans them all (a
-		// list in another order).
-		if i := sort.Search(len(free), func(i int) bool { return free[i].Start > p }) - 1; i >= 0 && fits(free[i]) {
-			return []uint64{p}
-		}
-		if slices.ContainsFunc(free, fits) {
-			return []uint64{p}
-		}
+	if n <= 0 {
 		return nil
 	}
-	var rels []int64
-	for _, fr := range free {
-		if fr.End <= fr.Start || fr.End-fr.Start < size {
-			continue
-		}
-		lo, hi, ok := relInterval(base, fr.Start, fr.End-size)
-		if !ok {
-			continue
-		}
-		rels = append(rels, matchesAround(min(max(0, lo), hi), lo, hi, mask, val)...)
-		for k := 0; samples > 0 && k <= samples+1; k++ {
-			rels = append(rels, matchesAround(lo+(hi-lo)*int64(k)/int64(samples+1), lo, hi, mask, val)...)
-		}
+	if mask == 0xffffffff {
+		return fullyForcedPad(site, free, size, val)
 	}
-	sort.Slice(rels, func(i, j int) bool { return abs64(rels[i]) < abs64(rels[j]) })
-	var out []uint64
-	for i, r := range rels {
-		if i > 0 && r == rels[i-1] {
-			continue
+	if !slices.IsSortedFunc(free, func(a, b Range) int { return cmp.Compare(a.Start, b.Start) }) {
+		return scanPadCandidates(site, free, size, samples, n)
+	}
+	ps := padSearch{base: site.JumpEnd(), size: size, mask: mask, val: val, samples: samples, n: n}
+	above := sort.Search(len(free), func(i int) bool { return free[i].Start > ps.base })
+	for i := above - 1; i >= 0 && ps.add(free[i]); i-- {
+	}
+	for i := above; i < len(free) && ps.add(free[i]); i++ {
+	}
+	return ps.addrs()
+}
+
+// scanPadCandidates is padCandidates for a free list in any order: every
+// range is looked at.
+func scanPadCandidates(site Site, free []Range, size uint64, samples, n int) []uint64 {
+	mask, val := forcedBits(site.Forced)
+	if n <= 0 {
+		return nil
+	}
+	if mask == 0xffffffff {
+		return fullyForcedPad(site, free, size, val)
+	}
+	ps := padSearch{base: site.JumpEnd(), size: size, mask: mask, val: val, samples: samples, n: n, all: true}
+	for _, fr := range free {
+		ps.add(fr)
+	}
+	return ps.addrs()
+}
+
+// fullyForcedPad returns the one pad address of a site whose four
+// displacement bytes are all forced (val), if a free range holds it:
+// found by binary search in an address-ordered list, else by a scan.
+func fullyForcedPad(site Site, free []Range, size uint64, val uint32) []uint64 {
+	p := site.JumpEnd() + uint64(int64(int32(val)))
+	fits := func(fr Range) bool { return fr.Start <= p && p <= fr.End && fr.End-p >= size }
+	if i := sort.Search(len(free), func(i int) bool { return free[i].Start > p }) - 1; i >= 0 && fits(free[i]) {
+		return []uint64{p}
+	}
+	if slices.ContainsFunc(free, fits) {
+		return []uint64{p}
+	}
+	return nil
+}
+
+// padSearch collects padCandidates' rel32 values, the n nearest kept.
+type padSearch struct {
+	base       uint64
+	size       uint64
+	mask, val  uint32
+	samples, n int
+	all        bool // every range is looked at (no early stop)
+	rels       []int64
+}
+
+// add adds free range fr's candidates. It reports false when no range
+// further from the jump than fr can add one: fr is out of the jump's
+// reach, or all of it lies further than the n nearest found so far.
+func (ps *padSearch) add(fr Range) bool {
+	if fr.End <= fr.Start || fr.End-fr.Start < ps.size {
+		return true
+	}
+	lo, hi, ok := relInterval(ps.base, fr.Start, fr.End-ps.size)
+	if !ok {
+		return ps.all
+	}
+	if bound := max(lo, -hi, 0); !ps.all && len(ps.rels) == ps.n && bound > abs64(ps.rels[ps.n-1]) {
+		return false
+	}
+	ps.rels = append(ps.rels, matchesAround(min(max(0, lo), hi), lo, hi, ps.mask, ps.val)...)
+	for k := 0; ps.samples > 0 && k <= ps.samples+1; k++ {
+		ps.rels = append(ps.rels, matchesAround(lo+(hi-lo)*int64(k)/int64(ps.samples+1), lo, hi, ps.mask, ps.val)...)
+	}
+	if !ps.all {
+		ps.trim() // for the bound above
+	}
+	return true
+}
+
+// trim orders the candidates nearest first, ties the lower first, and
+// keeps the n nearest distinct ones.
+func (ps *padSearch) trim() {
+	slices.SortFunc(ps.rels, func(a, b int64) int {
+		if c := cmp.Compare(abs64(a), abs64(b)); c != 0 {
+			return c
 		}
-		out = append(out, base+uint64(r))
-		if len(out) == n {
-			break
-		}
+		return cmp.Compare(a, b)
+	})
+	ps.rels = slices.Compact(ps.rels)
+	if len(ps.rels) > ps.n {
+		ps.rels = ps.rels[:ps.n]
+	}
+}
+
+// addrs returns the candidates as pad addresses.
+func (ps *padSearch) addrs() []uint64 {
+	ps.trim()
+	if len(ps.rels) == 0 {
+		return nil
+	}
+	out := make([]uint64, len(ps.rels))
+	for i, r := range ps.rels {
+		out[i] = ps.base + uint64(r)
 	}
 	return out
 }

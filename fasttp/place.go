@@ -45,51 +45,13 @@ func FindPadAddr(site Site, free []Range, size uint64) (uint64, error) {
 	return 0, fmt.Errorf("find pad for %#x: %w: no free range of %d bytes within 2 GB%s", site.Addr, ErrNoPadAddr, size, describeForced(site.Forced))
 }
 
-// nearestPadAddr is padCandidates' nearest address (samples 0, n 1)
-// found without visiting every free range: with free in address order,
-// it walks outward from the jump in both directions and stops each way
-// at the first range that cannot hold anything nearer than the best so
-// far (a QTStart of a thousand tracepoints leaves thousands of ranges).
+// nearestPadAddr is padCandidates' nearest address (samples 0, n 1):
+// with free in address order, found by its outward walk from the jump,
+// which stops each way at the first range that cannot hold anything
+// nearer (a QTStart of a thousand tracepoints leaves thousands of
+// ranges).
 func nearestPadAddr(site Site, free []Range, size uint64) (uint64, bool) {
-	mask, _ := forcedBits(site.Forced)
-	if mask == 0xffffffff || !slices.IsSortedFunc(free, func(a, b Range) int { return cmp.Compare(a.Start, b.Start) }) {
-		best := padCandidates(site, free, size, 0, 1)
-		return firstOf(best)
-	}
-	base := site.JumpEnd()
-	above := sort.Search(len(free), func(i int) bool { return free[i].Start > base })
-	var best int64
-	found := false
-	// try looks at one range; it reports false once ranges further that
-	// way cannot do better.
-	try := func(fr Range) bool {
-		if fr.End <= fr.Start || fr.End-fr.Start < size {
-			return true
-		}
-		lo, hi, ok := relInterval(base, fr.Start, fr.End-size)
-		if !ok {
-			return false // out of reach: so are the further ones this way
-		}
-		bound := max(lo, -hi, 0)
-		if found && bound > abs64(best) {
-			return false
-		}
-		_, val := forcedBits(site.Forced)
-		for _, r := range matchesAround(min(max(0, lo), hi), lo, hi, mask, val) {
-			if !found || abs64(r) < abs64(best) {
-				best, found = r, true
-			}
-		}
-		return true
-	}
-	for i := above - 1; i >= 0 && try(free[i]); i-- {
-	}
-	for i := above; i < len(free) && try(free[i]); i++ {
-	}
-	if !found {
-		return 0, false
-	}
-	return base + uint64(best), true
+	return firstOf(padCandidates(site, free, size, 0, 1))
 }
 
 // firstOf returns the first address of ps, if any.

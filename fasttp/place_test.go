@@ -429,7 +429,7 @@ func TestNearestPadAddrMatchesScan(t *testing.T) {
 			at += length + 1
 		}
 		size := uint64(1 + rng.Intn(0x2000))
-		want, wantOK := firstOf(padCandidates(s, free, size, 0, 1))
+		want, wantOK := firstOf(scanPadCandidates(s, free, size, 0, 1))
 		got, gotOK := nearestPadAddr(s, free, size)
 		base := s.JumpEnd()
 		switch {
@@ -444,6 +444,46 @@ func TestNearestPadAddrMatchesScan(t *testing.T) {
 	}
 	if agreed < 300 {
 		t.Errorf("only %d of 3000 random cases placed a pad", agreed)
+	}
+}
+
+// TestPadCandidatesWalkMatchesScan: on free lists in address order the
+// outward walk of padCandidates returns exactly what the scan of every
+// range does, with and without sample points, for one candidate and for
+// FindEvictAddrs' 64.
+func TestPadCandidatesWalkMatchesScan(t *testing.T) {
+	rng := rand.New(rand.NewSource(4))
+	found := 0
+	for iter := range 2000 {
+		addr := uint64(0x7f0000000000) + rng.Uint64()%(1<<40)
+		var idx []int
+		for i := range 4 {
+			if rng.Intn(3) == 0 {
+				idx = append(idx, i)
+			}
+		}
+		s := Site{Addr: addr, Covered: 5, Forced: forced(idx...)}
+		var free []Range
+		at := addr - 3<<30 + rng.Uint64()%(1<<30)
+		for n := rng.Intn(60) + 1; n > 0; n-- {
+			at += uint64(rng.Intn(1 << (rng.Intn(28) + 1)))
+			length := 1 + uint64(rng.Intn(1<<(rng.Intn(30)+1)))
+			free = append(free, Range{at, at + length})
+			at += length + 1
+		}
+		size := uint64(1 + rng.Intn(0x2000))
+		samples, n := []int{0, evictSamples}[rng.Intn(2)], []int{1, maxEvictTries}[rng.Intn(2)]
+		want := scanPadCandidates(s, free, size, samples, n)
+		got := padCandidates(s, free, size, samples, n)
+		if !slices.Equal(got, want) {
+			t.Fatalf("case %d: site %#x forced %v size %#x samples %d n %d free %x:\nwalk %#x\nscan %#x", iter, addr, s.Forced, size, samples, n, free, got, want)
+		}
+		if len(got) > 0 {
+			found++
+		}
+	}
+	if found < 300 {
+		t.Errorf("only %d of 2000 random cases found a candidate", found)
 	}
 }
 
@@ -514,6 +554,31 @@ func TestPadMappingLocked(t *testing.T) {
 			in := &Installer{mapped: slices.Clone(mapped), batches: c.batches}
 			if got := in.padMappingLocked(c.from, c.to); got != c.want {
 				t.Errorf("padMappingLocked(%#x, %#x) = %#x, want %#x", c.from, c.to, got, c.want)
+			}
+		})
+	}
+}
+
+// BenchmarkPadCandidates: an evicting site's pad search (8 samples a
+// range, 64 candidates) among the 3,000 free ranges a QTStart of a
+// thousand tracepoints leaves: the outward walk against the scan.
+func BenchmarkPadCandidates(b *testing.B) {
+	addr := uint64(0x401000)
+	s := Site{Addr: addr, Covered: 5, Forced: forced(0)}
+	var free []Range
+	for i := range 3000 {
+		at := 0x10000000 + uint64(i)*0x2000
+		free = append(free, Range{at, at + 0x1000})
+	}
+	for _, c := range []struct {
+		name string
+		f    func(Site, []Range, uint64, int, int) []uint64
+	}{{"walk", padCandidates}, {"scan", scanPadCandidates}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if len(c.f(s, free, 0x400, evictSamples, maxEvictTries)) == 0 {
+					b.Fatal("no candidate")
+				}
 			}
 		})
 	}
