@@ -111,7 +111,10 @@
 // nothing uses (Installer.spare, byte ranges: the rest of each page
 // mapped for an entry jump or trampoline, and those of removed jumps) is
 // given to the next site whose forced bytes allow it, when no thread's
-// pc lies in it: entry jumps share pages (one injected mmap saved each),
+// pc lies in it: entry jumps share pages (one injected mmap saved each;
+// within a Batch such a mapping is the 64 KiB window around the address,
+// as far as the unmapped gap reaches, so a thousand entry jumps a few
+// bytes apart take one mmap: padMappingLocked),
 // and a successor-preserving jump that keeps four bytes, which has
 // exactly one address, gets it again at the next tstart (every later
 // tstart made it a trap before: e2e TestFastTraceStressEightThreads,
@@ -133,7 +136,9 @@
 // around) only when none of those is free and places: the same choice.
 // The Batch runs in inferior.Process.Exclusive, which makes all its
 // memory writes (pads, trampolines, entry jumps, the jumps themselves) a
-// page at a time at its end. The
+// page at a time at its end; a pad fills its whole room with int3s
+// after its tail, so pads side by side cover their pages without gaps,
+// which are then written without being read first. The
 // drainer is woken only when collection switches on, and only tries the
 // installer's lock (drainDue): waiting for it put the lock in starvation
 // mode, which cost the installing goroutine a yield at every unlock.

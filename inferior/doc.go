@@ -173,8 +173,9 @@
 // # Writes inside Exclusive
 //
 // While every thread is stopped inside Exclusive, memory writes are kept
-// and made when it ends, a page at a time (read once, the writes
-// applied in order, the changed span written once); reads see them, and
+// and made when it ends, a page at a time (the writes applied in order,
+// the changed span written once; the page read first only where the
+// writes leave gaps in that span); reads see them, and
 // any resumption, detach or injected system call makes them first
 // (writebatch.go). A tstart placing a thousand jumps 17 bytes apart then
 // writes a few pages instead of a thousand times.
