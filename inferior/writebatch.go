@@ -12,8 +12,9 @@ import (
 // Inside Exclusive every thread stays stopped unless the package resumes
 // one, so the memory writes of a tstart placing a thousand jumps (each
 // a pwrite of /proc/PID/mem, about 5 µs) are kept and made at its end a
-// page at a time: the page read once, the writes applied in order, the
-// changed span written once. Reads see the kept writes (readRaw applies
+// page at a time: the writes applied in order, the changed span written
+// once (the page read first only where the writes leave gaps in that
+// span: flushPage). Reads see the kept writes (readRaw applies
 // them), and anything that lets a thread run — a resumption, a detach,
 // an injected system call — makes them first (flushWrites).
 
