@@ -238,6 +238,36 @@ func (s *stubProcess) inferiorPid() int {
 	return pid
 }
 
+// describeProcess describes process pid for a failure message: gone (it
+// died: the caller saw no normal end), or each thread's state and the
+// signals pending and blocked (a stopped program, a hung one).
+func describeProcess(pid int) string {
+	if pid == 0 {
+		return "no pid"
+	}
+	dirs, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return fmt.Sprintf("process %d gone: killed by a signal, or exited without its output", pid)
+	}
+	var parts []string
+	for _, d := range dirs {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, d.Name()))
+		if err != nil {
+			continue
+		}
+		var keep []string
+		for _, line := range strings.Split(string(st), "\n") {
+			for _, key := range []string{"State:", "SigPnd:", "ShdPnd:", "SigBlk:", "TracerPid:"} {
+				if strings.HasPrefix(line, key) {
+					keep = append(keep, strings.Join(strings.Fields(line), " "))
+				}
+			}
+		}
+		parts = append(parts, "thread "+d.Name()+": "+strings.Join(keep, ", "))
+	}
+	return fmt.Sprintf("process %d alive: %s", pid, strings.Join(parts, "; "))
+}
+
 // target is the address gdb connects to.
 func (s *stubProcess) target() string {
 	return "127.0.0.1:" + strconv.Itoa(s.port)

@@ -353,7 +353,7 @@ func TestProgramOutlivesKilledStub(t *testing.T) {
 				return
 			}
 			if !waitFor(20*time.Second, func() bool { return strings.Contains(stub.output.String(), "total hits") }) {
-				t.Fatalf("the program did not finish after the stub died; output:\n%s", stub.output.String())
+				t.Fatalf("the program did not finish after the stub died (%s); output:\n%s", describeProcess(stub.inferiorPid()), stub.output.String())
 			}
 			mustContain(t, stub.output.String(), "total hits 40000")
 		})
