@@ -1693,9 +1693,17 @@ func (in *Installer) mapPadLocked(p, size uint64) error {
 // mapPadLocked maps for a pad at a forced address within a Batch.
 const padMapGranule = 64 << 10
 
+// padMapMargin is how far from another mapping padMappingLocked's growth
+// stops: a heap grows up from the mapping below, a stack down from the
+// one above (the kernel keeps a 1 MiB guard gap below a stack), and the
+// growth must not take their room (the pad's own pages may, as before).
+const padMapMargin = 1 << 20
+
 // padMappingLocked returns the pages to map for pad memory [from, to):
 // its own pages, within a Batch grown to the padMapGranule-aligned
-// window holding from, as far as the unmapped gap around them reaches.
+// window holding from, as far as the unmapped gap around them reaches
+// less padMapMargin on either side — not grown at all when its pages lie
+// within such a margin.
 func (in *Installer) padMappingLocked(from, to uint64) Range {
 	pages := pagesOf(from, to-from)
 	if in.batches == 0 {
@@ -1706,22 +1714,25 @@ func (in *Installer) padMappingLocked(from, to uint64) Range {
 		return pages
 	}
 	i := sort.Search(len(mapped), func(i int) bool { return mapped[i].Start >= pages.Start })
-	window := from &^ (padMapGranule - 1)
-	lo := max(window, uint64(minMapAddr))
-	hi := min(window+padMapGranule, uint64(maxUserAddr))
+	// room: the gap less the neighbours' margins.
+	room := Range{minMapAddr, maxUserAddr}
 	if i > 0 {
 		if mapped[i-1].End > pages.Start {
 			return pages // already mapped: let the mmap fail
 		}
-		lo = max(lo, mapped[i-1].End)
+		room.Start = mapped[i-1].End + padMapMargin
 	}
 	if i < len(mapped) {
 		if mapped[i].Start < pages.End {
 			return pages
 		}
-		hi = min(hi, mapped[i].Start)
+		room.End = max(mapped[i].Start, padMapMargin) - padMapMargin
 	}
-	return Range{min(lo, pages.Start), max(hi, pages.End)}
+	if room.Start > pages.Start || room.End < pages.End {
+		return pages // inside a neighbour's margin: no growth
+	}
+	window := from &^ (padMapGranule - 1)
+	return Range{max(window, room.Start), max(min(window+padMapGranule, room.End), pages.End)}
 }
 
 // byStartAt orders a range against an address by its start, for binary

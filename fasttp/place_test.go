@@ -490,23 +490,26 @@ func TestTakeFreeLocked(t *testing.T) {
 
 // TestPadMappingLocked: within a Batch the memory mapped for a pad at a
 // forced address is its 64 KiB window, clipped to the unmapped gap
-// around the pad's pages; outside one, or where the pages are mapped
-// already, just the pad's pages.
+// around the pad's pages less 1 MiB on either side (a heap's or a
+// stack's room); outside a Batch, where the pages lie within such a
+// margin, or where they are mapped already, just the pad's pages.
 func TestPadMappingLocked(t *testing.T) {
 	const g = padMapGranule
-	mapped := []Range{{0x400000, 0x401000}, {0x5c3b0000 + 0x2000, 0x5c3b0000 + 0x3000}, {0x5c3c8000, 0x5c3c9000}}
+	below, above := Range{0x20000000, 0x20001000}, Range{0x202f8000, 0x202f9000}
+	mapped := []Range{{0x400000, 0x401000}, below, above}
 	for _, c := range []struct {
 		name     string
 		batches  int
 		from, to uint64
 		want     Range
 	}{
-		{"outside a batch", 0, 0x10001010, 0x10001015, Range{0x10001000, 0x10002000}},
-		{"the whole window", 1, 0x10001010, 0x10001015, Range{0x10000000, 0x10000000 + g}},
+		{"outside a batch", 0, 0x20145010, 0x20145015, Range{0x20145000, 0x20146000}},
+		{"the whole window", 1, 0x20145010, 0x20145015, Range{0x20140000, 0x20140000 + g}},
 		{"over a page boundary", 1, 0x1000fffe, 0x10010003, Range{0x10000000, 0x10011000}},
-		{"clipped below by a mapping", 1, 0x5c3b5000, 0x5c3b5005, Range{0x5c3b3000, 0x5c3c0000}},
-		{"clipped above by a mapping", 1, 0x5c3c1000, 0x5c3c1005, Range{0x5c3c0000, 0x5c3c8000}},
-		{"pages mapped already", 1, 0x5c3b2ffe, 0x5c3b3002, Range{0x5c3b2000, 0x5c3b4000}},
+		{"clipped by the margin below", 1, 0x20105010, 0x20105015, Range{below.End + padMapMargin, 0x20110000}},
+		{"clipped by the margin above", 1, 0x201f5010, 0x201f5015, Range{0x201f0000, above.Start - padMapMargin}},
+		{"inside a margin", 1, 0x20001010, 0x20001015, Range{0x20001000, 0x20002000}},
+		{"pages mapped already", 1, 0x20000ffe, 0x20001002, Range{0x20000000, 0x20002000}},
 		{"the lowest window", 1, 0x10010, 0x10015, Range{minMapAddr, 0x20000}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
