@@ -316,8 +316,13 @@ func loadBias(path string, start, off uint64) (uint64, bool) {
 // will need from the program's files (its file's symbol table read, its
 // function decoded: a millisecond for a large program) when gdb defines
 // a fast tracepoint there, long before QTStart places it. It returns at
-// once and uses no ptrace.
-func (in *Installer) Prepare(addr uint64) { in.codeMap().prepare(addr) }
+// once and uses no ptrace. Only an ISA whose placement asks the code map
+// (usesCodeMap: x86-64's punned shapes) has anything to prepare.
+func (in *Installer) Prepare(addr uint64) {
+	if usesCodeMap {
+		in.codeMap().prepare(addr)
+	}
+}
 
 // codeMap returns the process's code map, made on first use.
 func (in *Installer) codeMap() *codeMap {

@@ -30,6 +30,11 @@ const (
 	arenaWindowShift = 30
 )
 
+// usesCodeMap: the x86-64 placement asks the code map whether bytes
+// after a ret or jmp are code and whether an entry's push may run in
+// place (siteCandidates), so Prepare reads it ahead.
+const usesCodeMap = true
+
 // padFill fills a pad's room after its code: int3s.
 var padFill = []byte{0xcc}
 

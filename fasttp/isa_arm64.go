@@ -22,6 +22,10 @@ const (
 	arenaWindowShift = 26
 )
 
+// usesCodeMap: the arm64 placement (one b, placeA64) asks no CodeOracle,
+// so Prepare has nothing to read ahead.
+const usesCodeMap = false
+
 // padFill fills a pad's room after its code: brk #0 words.
 var padFill = []byte{0x00, 0x00, 0x20, 0xd4}
 
