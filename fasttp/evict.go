@@ -128,28 +128,19 @@ const evictSamples = 8
 // scan of all of them (scanPadCandidates, for lists in another order)
 // took an evicting site's search most of a millisecond.
 func padCandidates(site Site, free []Range, size uint64, samples, n int) []uint64 {
-	mask, val := forcedBits(site.Forced)
-	if n <= 0 {
-		return nil
-	}
-	if mask == 0xffffffff {
-		return fullyForcedPad(site, free, size, val)
-	}
-	if !slices.IsSortedFunc(free, func(a, b Range) int { return cmp.Compare(a.Start, b.Start) }) {
-		return scanPadCandidates(site, free, size, samples, n)
-	}
-	ps := padSearch{base: site.JumpEnd(), size: size, mask: mask, val: val, samples: samples, n: n}
-	above := sort.Search(len(free), func(i int) bool { return free[i].Start > ps.base })
-	for i := above - 1; i >= 0 && ps.add(free[i]); i-- {
-	}
-	for i := above; i < len(free) && ps.add(free[i]); i++ {
-	}
-	return ps.addrs()
+	sorted := slices.IsSortedFunc(free, func(a, b Range) int { return cmp.Compare(a.Start, b.Start) })
+	return searchPadCandidates(site, free, size, samples, n, !sorted)
 }
 
 // scanPadCandidates is padCandidates for a free list in any order: every
 // range is looked at.
 func scanPadCandidates(site Site, free []Range, size uint64, samples, n int) []uint64 {
+	return searchPadCandidates(site, free, size, samples, n, true)
+}
+
+// searchPadCandidates is padCandidates, looking at every range (all) or
+// walking outward from the jump through free, in address order.
+func searchPadCandidates(site Site, free []Range, size uint64, samples, n int, all bool) []uint64 {
 	mask, val := forcedBits(site.Forced)
 	if n <= 0 {
 		return nil
@@ -157,9 +148,17 @@ func scanPadCandidates(site Site, free []Range, size uint64, samples, n int) []u
 	if mask == 0xffffffff {
 		return fullyForcedPad(site, free, size, val)
 	}
-	ps := padSearch{base: site.JumpEnd(), size: size, mask: mask, val: val, samples: samples, n: n, all: true}
-	for _, fr := range free {
-		ps.add(fr)
+	ps := padSearch{base: site.JumpEnd(), size: size, mask: mask, val: val, samples: samples, n: n, all: all}
+	if all {
+		for _, fr := range free {
+			ps.add(fr)
+		}
+		return ps.addrs()
+	}
+	above := sort.Search(len(free), func(i int) bool { return free[i].Start > ps.base })
+	for i := above - 1; i >= 0 && ps.add(free[i]); i-- {
+	}
+	for i := above; i < len(free) && ps.add(free[i]); i++ {
 	}
 	return ps.addrs()
 }
