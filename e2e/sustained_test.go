@@ -488,3 +488,49 @@ func TestFastTraceLanesReadyAtThreadStart(t *testing.T) {
 		})
 	}
 }
+
+// At tstart the lane of each thread stopped then has its first megabyte
+// allocated and mapped in the process before the thread runs (fasttp's
+// startAhead, by the drainer while the program is still stopped), beside
+// the first 64 KiB of every lane (spareHead, 65 lanes): the thread's
+// first hits take no page faults. Without that the lanes have 17 × 64
+// KiB resident. The frames and the result are an untraced run's.
+func TestFastTraceLanesMappedAtTstart(t *testing.T) {
+	if isGdbserver(stubPath(t)) {
+		t.Skip("gotpstub's lanes")
+	}
+	const hits, spareKB, lanes, startKB = 1000, 64, 17, 1 << 10
+	const wantKB = (lanes-1)*spareKB + startKB
+	prog := buildProgram(t, "lanestart")
+	stub := startStub(t, []string{"--once"}, prog, "1", strconv.Itoa(hits))
+	pid := stub.inferiorPid()
+	if pid == 0 {
+		t.Fatalf("no inferior pid in the stub's output:\n%s", stub.output.String())
+	}
+	smaps := filepath.Join(t.TempDir(), "smaps")
+	// Up to 10 s for the drainer, which is woken at once.
+	wait := fmt.Sprintf(`shell i=0; while [ $i -lt 200 ]; do awk '/memfd:gotpstub-trace/ {m = 1; next} /^[0-9a-f]+-[0-9a-f]+ / {m = 0} m && $1 == "Rss:" {s += $2} END {exit s < %d}' /proc/%d/smaps && break; i=$((i+1)); sleep 0.05; done; cat /proc/%d/smaps > %s`,
+		wantKB, pid, pid, smaps)
+	script := strings.Join([]string{
+		"target remote " + stub.target(),
+		"break main", "continue",
+		"ftrace tp_site",
+		"tstart",
+		wait,
+		"break all_hit", "continue",
+		"tstatus",
+		"delete", "continue",
+	}, "\n")
+	out := runGDB(t, gdbSession{program: prog, commands: []string{script}})
+	b, err := os.ReadFile(smaps)
+	if err != nil {
+		t.Fatalf("the session's smaps dump: %v\n%s", err, out)
+	}
+	if kb := lanesResidentKB(t, string(b)); kb < wantKB {
+		t.Errorf("%d KiB of the lanes resident in the process after tstart, before any hit; want at least %d (the stopped thread's lane's first MiB)", kb, wantKB)
+	}
+	if frames := framesCollected(t, out); frames != hits {
+		t.Errorf("%d frames, want %d", frames, hits)
+	}
+	mustContain(t, stub.output.String(), fmt.Sprintf("sum=%d", hits*(hits-1)/2))
+}

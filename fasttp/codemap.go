@@ -313,12 +313,13 @@ func loadBias(path string, start, off uint64) (uint64, bool) {
 }
 
 // Prepare starts, in the background, the work placing a jump at addr
-// will need from the program's files (its file's symbol table read, its
-// function decoded: a millisecond for a large program) when gdb defines
-// a fast tracepoint there, long before QTStart places it. It returns at
-// once and uses no ptrace. Only an ISA whose placement asks the code map
-// (usesCodeMap: x86-64's punned shapes) has anything to prepare.
+// will need when gdb defines a fast tracepoint there, long before QTStart
+// places it: the shared lanes mapped and prepared (prepareLanes), and,
+// where the placement asks the code map (usesCodeMap: x86-64's punned
+// shapes), its file's symbol table read and its function decoded (a
+// millisecond for a large program). It returns at once.
 func (in *Installer) Prepare(addr uint64) {
+	in.prepareLanes()
 	if usesCodeMap {
 		in.codeMap().prepare(addr)
 	}

@@ -266,6 +266,17 @@ func TestPopulateAhead(t *testing.T) {
 	if got := resident(l.data(4)); got != 0 {
 		t.Errorf("%d pages of lane 4 populated", got)
 	}
+	// A run's owned lane (prefaultLocked): its first startAhead bytes
+	// at the first look, before its thread writes.
+	l.startWant[8] = startAhead
+	l.populateAhead(8, 0)
+	if got, want := resident(l.data(8)), startAhead/4096; got != want {
+		t.Errorf("%d pages of a run's owned lane populated before its first hit, want %d", got, want)
+	}
+	l.populateAhead(8, 100) // ahead of the head, no less than asked
+	if got, want := resident(l.data(8)), startAhead/4096; got != want {
+		t.Errorf("%d pages of the owned lane populated after a first hit, want %d", got, want)
+	}
 	l.populateAhead(3, laneSize+10) // a lap done
 	if l.populated[3] != laneSize {
 		t.Errorf("populated %d after a lap", l.populated[3])

@@ -64,7 +64,9 @@ type Installer struct {
 	ringSize uint64 // bytes per lane (SetRingSize), or the least when not set
 	ringSet  bool   // SetRingSize was called: the lanes are exactly ringSize
 	draining bool   // the drainer goroutine runs
-	fsBase   bool   // pads read the thread pointer from a register: rdfsbase, tpidr_el0 (per-thread lanes)
+	// lanesPreparing says a prepareLanes goroutine is under way.
+	lanesPreparing bool
+	fsBase         bool // pads read the thread pointer from a register: rdfsbase, tpidr_el0 (per-thread lanes)
 	// threadAhead is how much of a new thread's lane threadStarted
 	// prepares (SetThreadLaneAhead).
 	threadAhead uint64

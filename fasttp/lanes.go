@@ -43,6 +43,10 @@ type lanes struct {
 	// mapped already (prefault, mapInProcess): its writes there take no
 	// page fault.
 	mapped []uint64
+	// startWant is, per lane, how far from its start the drainer is to
+	// allocate its pages and have the process map them at its next look
+	// (prefaultLocked sets it for a run's owned lanes).
+	startWant []uint64
 	// seen is, per lane, its head at the stub's last look
 	// (populateAhead): how far the pads wrote between two looks sets how
 	// far ahead the stub allocates.
@@ -63,7 +67,7 @@ type lanes struct {
 // newLanes returns the stub's view of n lanes of laneSize bytes in mem.
 func newLanes(mem *inferior.SharedMemory, laneSize uint64, n int) *lanes {
 	return &lanes{mem: mem, laneSize: laneSize, tails: make([]uint64, n), next: make([]uint64, n),
-		scratch: make([][]RingRecord, n), populated: make([]uint64, n), mapped: make([]uint64, n), seen: make([]uint64, n),
+		scratch: make([][]RingRecord, n), populated: make([]uint64, n), mapped: make([]uint64, n), startWant: make([]uint64, n), seen: make([]uint64, n),
 		heads: make([]uint64, n), cpus: runtime.NumCPU()}
 }
 
@@ -378,7 +382,8 @@ func (l *lanes) populateAhead(i int, head uint64) {
 	if head > 0 {
 		ahead = min(max(populateRate*grown, populateMin), populateBytes)
 	}
-	l.allocate(i, min(l.laneSize, (head+ahead+4095)&^4095))
+	target := max(head+ahead, l.startWant[i])
+	l.allocate(i, min(l.laneSize, (target+4095)&^4095))
 }
 
 // allocate allocates lane i's pages up to target bytes from its start
@@ -398,16 +403,15 @@ func (l *lanes) allocate(i int, target uint64) {
 // process) at a time.
 const populateStep = 256 << 10
 
-// faultAround is the span one read fault of the process maps when the
-// pages are allocated already (the kernel's fault_around_bytes default).
-const faultAround = 64 << 10
-
 // mapInProcess has the process map lane i's bytes [from, to), allocated
-// already, while it runs: process_vm_readv reads one byte every
-// faultAround bytes, and each read faults in the process's page table
-// (a shared writable mapping gets writable entries) the pages around
-// it. The pads' writes there then take no fault. Only lanes not mapped
-// ahead at tstart need it (threads started since).
+// already, while it runs: process_vm_readv reads one byte of every page,
+// and the reads fault in the process's page table (a shared writable
+// mapping gets writable entries) each page, a fault mapping its
+// neighbours too (the kernel's fault-around, 64 KiB by default, aligned
+// on addresses, not on the lane). The pads' writes there then take no
+// fault. A byte every 64 KiB of the lane, as before, left the pages of
+// each window before the read unmapped: a megabyte asked, 1,912 KiB of
+// 5,120 mapped (TestFastTraceLanesMappedAtTstart).
 func (l *lanes) mapInProcess(i int, from, to uint64) {
 	if l.pid == 0 || l.mapped[i] >= to {
 		return
@@ -415,13 +419,20 @@ func (l *lanes) mapInProcess(i int, from, to uint64) {
 	from = max(from, l.mapped[i])
 	base := l.mem.Addr + l.dataOff(i)
 	var remote []unix.RemoteIovec
-	for off := from &^ (faultAround - 1); off < to; off += faultAround {
-		remote = append(remote, unix.RemoteIovec{Base: uintptr(base + off), Len: 1})
+	for a := (base + from) &^ 4095; a < base+to; a += 4096 {
+		remote = append(remote, unix.RemoteIovec{Base: uintptr(a), Len: 1})
 	}
-	buf := make([]byte, len(remote))
-	_, _ = unix.ProcessVMReadv(l.pid, []unix.Iovec{{Base: &buf[0], Len: uint64(len(buf))}}, remote, 0)
+	buf := make([]byte, min(len(remote), iovMax))
+	for len(remote) > 0 {
+		n := min(len(remote), iovMax)
+		_, _ = unix.ProcessVMReadv(l.pid, []unix.Iovec{{Base: &buf[0], Len: uint64(n)}}, remote[:n], 0)
+		remote = remote[n:]
+	}
 	l.mapped[i] = to
 }
+
+// iovMax is the most iovecs one process_vm_readv takes (IOV_MAX).
+const iovMax = 1024
 
 // setBudget sets every lane's LaneBudget: the pads switch collection off
 // once a lane's records make more than room frame bytes (less the

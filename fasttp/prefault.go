@@ -1,23 +1,65 @@
 package fasttp
 
+// prepareLanes maps the shared control block and lanes (ensureCtlLocked:
+// the injected memfd_create, ftruncate and mmap, the drainer started, the
+// stopped threads' lanes claimed and prepared) in the background when gdb
+// defines a fast tracepoint and none are mapped, while gdb downloads the
+// rest of the experiment, instead of inside QTStart (half a millisecond
+// of a 100-tracepoint QTStart's 1.7 ms). It does so only while no thread
+// runs (all-stop mode, or non-stop with every thread stopped): holding a
+// running thread for the injected calls is left to QTStart, which has to
+// anyway. The mapping uses the trace buffer size known then; a larger
+// one gdb sends before QTStart gets larger lanes there (StartRun). A
+// failure is logged, and QTStart tries again.
+func (in *Installer) prepareLanes() {
+	in.mu.Lock()
+	busy := in.lanes != nil || in.lanesPreparing || in.proc == nil
+	in.lanesPreparing = true
+	in.mu.Unlock()
+	if busy {
+		return
+	}
+	go func() {
+		defer func() {
+			in.mu.Lock()
+			in.lanesPreparing = false
+			in.mu.Unlock()
+		}()
+		// The ptrace goroutine first, then the lock: a Batch's order.
+		_ = in.proc.Exclusive(func() {
+			if in.proc.ThreadsRunning() {
+				return
+			}
+			in.mu.Lock()
+			defer in.mu.Unlock()
+			if err := in.ensureCtlLocked(); err != nil {
+				in.logf("fast tracepoints: mapping the lanes ahead of tstart: %v", err)
+			}
+		})
+	}()
+}
+
 // prefaultBudget bounds the lane bytes prefaultLocked has the process map
 // in advance, all lanes together.
 const prefaultBudget = 128 << 20
 
-// prefaultLocked prepares the lanes for a run while every thread is
-// stopped: it claims a lane for each thread of the process (by its thread
-// pointer, where the pads' search finds it; entries of threads gone are
-// freed) and has the process map the first startAhead bytes of those
-// lanes (inferior.Populate), up to prefaultBudget in all. The drainer,
-// which a run's start wakes, then keeps pages mapped ahead
-// of each lane's head and gives the lanes no thread owns yet their first
-// spareHead bytes (lanes.populate), unless the program's writing threads
-// take every CPU. A page a pad touches first costs the program a page
-// fault, 1-3.8 µs on the VMs measured (bench/README.md), 5-10 ns per hit
-// over a lane's first lap with small records; with the pages mapped the
-// program pays only for the writes. Mapping every lane's first megabyte and whole
-// owned lanes here, as before, made tstart 15-25 ms longer. Failures only
-// cost speed: they are logged.
+// prefaultLocked prepares the lanes for a run: it claims a lane for
+// each stopped thread of the process (by its thread pointer, where the
+// pads' search finds it; entries of threads gone are freed; running
+// threads' pads claim theirs at their first hit) and asks the drainer to
+// allocate the first startAhead bytes of those lanes and have the
+// process map them (lanes.startWant, up to prefaultBudget in all), which
+// it does at its next look, woken here: while the stub places the jumps
+// and gdb's next packets travel, the program still stopped in all-stop
+// mode, and without holding any thread in non-stop mode. A page a pad
+// touches first costs the program a page fault, 1-3.8 µs on the VMs
+// measured (bench/README.md), 5-10 ns per hit over a lane's first lap
+// with small records; with the pages mapped the program pays only for
+// the writes. Having the process map them here (an injected madvise
+// MADV_POPULATE_WRITE) took 1.4 ms of a 100-tracepoint QTStart's 3 ms,
+// and held a running thread that long in non-stop mode. A program whose
+// writing threads start before the drainer is done, on every CPU, take
+// the faults of the pages it has not reached yet (lanes.populate).
 func (in *Installer) prefaultLocked() {
 	l := in.lanes
 	if l == nil || in.proc == nil { // no process: unit tests' lanes
@@ -42,21 +84,12 @@ func (in *Installer) prefaultLocked() {
 		used = []int{ownedLanes} // every hit goes to the shared lane
 	}
 	per := min(l.laneSize, startAhead, prefaultBudget/uint64(len(used))) &^ 4095
-	want := make([]uint64, len(l.tails))
+	clear(l.startWant)
 	for _, lane := range used {
-		want[lane] = per
+		l.startWant[lane] = per
 	}
-	for lane, n := range want {
-		if l.mapped[lane] >= n {
-			continue
-		}
-		if err := in.proc.Populate(l.mem, l.dataOff(lane)+l.mapped[lane], n-l.mapped[lane]); err != nil {
-			in.logf("fast tracepoints: mapping lane %d ahead: %v", lane, err)
-			return
-		}
-		l.mapped[lane] = n
-		l.populated[lane] = max(l.populated[lane], n)
-	}
+	l.busy = false // a new run: the last one's writers are no guide
+	in.wakeFD.wake()
 }
 
 // startAhead is how much of each owned lane prefaultLocked has the
@@ -71,6 +104,6 @@ const startAhead = 1 << 20
 // (threadStarted prepares the lanes of threads started during the run),
 // then writes its first records without page faults while the drainer
 // has not yet seen it. About 60 records of a kilobyte
-// (collect $regs with the vector state), 8,192 compact ones. All 65
+// (collect $regs with the vector state), 8,192 compact ones. All 17
 // lanes' take 1-2 ms of the drainer's first look.
 const spareHead = 64 << 10

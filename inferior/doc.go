@@ -234,9 +234,7 @@
 //
 // MapShared creates memory both the process and the stub map (a memfd
 // created in the process by injected system calls, mapped by the stub
-// through /proc/PID/fd); Populate has the process map part of it ahead of
-// use (an injected madvise MADV_POPULATE_WRITE), so that code writing
-// there takes no page fault; Unmap takes it away. MarkTracerAlive ties a
+// through /proc/PID/fd); Unmap takes it away. MarkTracerAlive ties a
 // word of it to the ptrace thread's robust futex list: the kernel clears
 // the thread's id there when the stub dies, however it dies.
 //

@@ -51,36 +51,6 @@ func (p *Process) Unmap(m *SharedMemory) error {
 	return nil
 }
 
-// Populate has the process map n bytes of m from offset off, allocating
-// them (madvise MADV_POPULATE_WRITE, injected): its first writes there
-// then take no page fault. Shared pages first touched by a thread cost
-// it a fault each (about 1-2.5 µs here); a stub that knows where the
-// process is going to write pays that up front, while the process is
-// stopped anyway. Every thread must be stopped. Kernels before 5.14
-// refuse the advice (EINVAL), which is harmless.
-func (p *Process) Populate(m *SharedMemory, off, n uint64) error {
-	if off > uint64(len(m.Data)) || n > uint64(len(m.Data))-off {
-		return fmt.Errorf("populating shared memory: [%d, +%d) is outside its %d bytes", off, n, len(m.Data))
-	}
-	if n == 0 {
-		return nil
-	}
-	return p.do(func() error {
-		start := (m.Addr + off) &^ (pageSize - 1)
-		err := p.withSyscallThread(func(t *thread) error {
-			res, err := p.injectSyscall(t, unix.SYS_MADVISE, start, m.Addr+off+n-start, unix.MADV_POPULATE_WRITE)
-			if err == nil && int64(res) < 0 {
-				err = unix.Errno(-int64(res))
-			}
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("populating shared memory in the process: %w", err)
-		}
-		return nil
-	})
-}
-
 // memfdName is the name the process's memfd shows in /proc/PID/maps
 // ("/memfd:gotpstub-trace (deleted)").
 const memfdName = "gotpstub-trace\x00"
