@@ -410,8 +410,9 @@ const populateStep = 256 << 10
 // neighbours too (the kernel's fault-around, 64 KiB by default, aligned
 // on addresses, not on the lane). The pads' writes there then take no
 // fault. A byte every 64 KiB of the lane, as before, left the pages of
-// each window before the read unmapped: a megabyte asked, 1,912 KiB of
-// 5,120 mapped (TestFastTraceLanesMappedAtTstart).
+// each window before the read unmapped: of the 2,048 KiB asked at a
+// tstart (a lane's first MiB, 64 KiB of each other lane), 1,912 were
+// mapped (TestFastTraceLanesMappedAtTstart).
 func (l *lanes) mapInProcess(i int, from, to uint64) {
 	if l.pid == 0 || l.mapped[i] >= to {
 		return
