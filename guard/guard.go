@@ -20,7 +20,9 @@
 // sent, or the one the kernel queues for a new thread, is delivered once
 // nobody traces the thread, and would stop the whole program for good).
 // The watchdog's waiting thread runs SCHED_FIFO when permitted (else at
-// nice -20) so that it wins the race below when the machine is loaded.
+// nice -20), and its code is resident from its start (mlock, holdCode),
+// so that it wins the race below when the machine is loaded or its
+// binary's pages are not cached.
 //
 // What cannot be saved, and why (the kernel decides, not the watchdog;
 // observed on Linux 6.18 by freezing the stub with SIGSTOP while a
@@ -73,6 +75,8 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -250,6 +254,7 @@ func Serve(sock *os.File, stderr io.Writer) int {
 	if err := unix.SchedSetAttr(0, &unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: 1}, 0); err != nil {
 		_ = unix.Setpriority(unix.PRIO_PROCESS, 0, -20)
 	}
+	holdCode(w.logf)
 	for {
 		if w.tracerGone {
 			if w.tracerExited() {
@@ -522,4 +527,58 @@ func StartSelf(stderr io.Writer, logf func(string, ...any)) (*Client, error) {
 		return nil, fmt.Errorf("%w: %v", ErrNoWatchdog, err)
 	}
 	return Start("/proc/self/exe", stderr, logf)
+}
+
+// holdCode makes the watchdog's own code resident and keeps it so: its
+// executable's mappings locked (mlock), or, where the locked-memory limit
+// refuses that, read in (MADV_POPULATE_READ, Linux 5.14; without a lock
+// the kernel may evict them again under memory pressure). The repair
+// runs code the watchdog has not run before; a page of it read from the
+// file at the stub's death (a cold cache, a binary on a network or 9p
+// file system: under the arm64 VM's emulation tens of milliseconds) lets
+// the program's threads reach an int3 first, which kills the program
+// (e2e TestStubKilledWhileTracingProgramRunsOn failed that way in the
+// first run after the VM's boot, 2 boots in 3). Failures are logged.
+func holdCode(logf func(string, ...any)) {
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		logf("finding its own code: %v", err)
+		return
+	}
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		logf("finding its own code: %v", err)
+		return
+	}
+	for _, r := range fileRanges(maps, exe) {
+		if _, _, e := unix.Syscall(unix.SYS_MLOCK, uintptr(r[0]), uintptr(r[1]-r[0]), 0); e == 0 {
+			continue
+		}
+		if _, _, e := unix.Syscall(unix.SYS_MADVISE, uintptr(r[0]), uintptr(r[1]-r[0]), unix.MADV_POPULATE_READ); e != 0 {
+			logf("reading its own code in: %v", e)
+			return
+		}
+	}
+}
+
+// fileRanges returns the address ranges [start, end) that a
+// /proc/PID/maps listing shows mapped from the file at path (" (deleted)"
+// after the name once it was replaced).
+func fileRanges(maps []byte, path string) [][2]uint64 {
+	var out [][2]uint64
+	for _, line := range strings.Split(string(maps), "\n") {
+		// start-end perms offset dev inode path
+		f := strings.SplitN(line, " ", 6)
+		if len(f) < 6 || path == "" || strings.TrimSuffix(strings.TrimLeft(f[5], " "), " (deleted)") != path {
+			continue
+		}
+		lo, hi, ok := strings.Cut(f[0], "-")
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if !ok || err1 != nil || err2 != nil || end <= start {
+			continue
+		}
+		out = append(out, [2]uint64{start, end})
+	}
+	return out
 }

@@ -236,3 +236,101 @@ func TestStoppedProgramContinued(t *testing.T) {
 		t.Errorf("log %q", r.log)
 	}
 }
+
+func TestFileRanges(t *testing.T) {
+	maps := `559a21a64000-559a21a66000 r--p 00000000 fe:00 247026                     /usr/bin/gotpstub
+559a21a66000-559a21a6b000 r-xp 00002000 fe:00 247026                     /usr/bin/gotpstub
+559a21a6e000-559a21a6f000 rw-p 00000000 00:00 0 
+559a21a70000-559a21a71000 r--p 00000000 fe:00 247027                     /usr/bin/gotpstub-old
+7f0000000000-7f0000001000 r-xp 00000000 fe:00 247026                     /usr/bin/gotpstub (deleted)
+7f0000002000-7f0000003000 r-xp 00000000 fe:00 247028                     /tmp/a dir/gotpstub
+zz-7f0000004000 r-xp 00000000 fe:00 247026                     /usr/bin/gotpstub
+7f0000005000-7f0000004000 r-xp 00000000 fe:00 247026                     /usr/bin/gotpstub
+`
+	for _, tc := range []struct {
+		path string
+		want [][2]uint64
+	}{
+		{"/usr/bin/gotpstub", [][2]uint64{{0x559a21a64000, 0x559a21a66000}, {0x559a21a66000, 0x559a21a6b000}, {0x7f0000000000, 0x7f0000001000}}},
+		{"/tmp/a dir/gotpstub", [][2]uint64{{0x7f0000002000, 0x7f0000003000}}},
+		{"/usr/bin/none", nil},
+		{"", nil},
+	} {
+		got := fileRanges([]byte(maps), tc.path)
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("fileRanges(%q) = %x, want %x", tc.path, got, tc.want)
+		}
+	}
+}
+
+func FuzzFileRanges(f *testing.F) {
+	f.Add([]byte("559a21a64000-559a21a66000 r--p 00000000 fe:00 247026   /bin/x\n"), "/bin/x")
+	f.Add([]byte("1-2 r 0 0 0 /x (deleted)\n-\n"), "/x")
+	f.Fuzz(func(t *testing.T, maps []byte, path string) {
+		for _, r := range fileRanges(maps, path) {
+			if r[1] <= r[0] {
+				t.Fatalf("empty or reversed range %x", r)
+			}
+		}
+	})
+}
+
+// The watchdog's code is resident from its start (holdCode): the repair
+// reads no page from the file when the stub dies.
+func TestWatchdogCodeResident(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Start(exe, os.Stderr, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	path, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", c.Pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var missing string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		smaps, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", c.Pid()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		missing = notResident(string(smaps), path)
+		if missing == "" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if missing != "" {
+		t.Errorf("the watchdog's code is not all resident: %s", missing)
+	}
+}
+
+// notResident describes the mappings of path in an smaps listing whose
+// pages are not all resident ("" when all are, or none is mapped: then
+// "not mapped").
+func notResident(smaps, path string) string {
+	var out []string
+	found, cur, size := false, "", ""
+	for _, line := range strings.Split(smaps, "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-") && len(f[1]) == 4: // a mapping
+			cur = ""
+			if len(f) >= 6 && strings.Join(f[5:], " ") == path {
+				cur, found = f[0], true
+			}
+		case cur != "" && len(f) == 3 && f[0] == "Size:":
+			size = f[1]
+		case cur != "" && len(f) == 3 && f[0] == "Rss:" && f[1] != size:
+			out = append(out, fmt.Sprintf("%s %s of %s kB", cur, f[1], size))
+		}
+	}
+	if !found {
+		return "not mapped"
+	}
+	return strings.Join(out, ", ")
+}

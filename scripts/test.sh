@@ -102,6 +102,7 @@ fuzz coverage FuzzEHFrame 300000x
 fuzz server FuzzParseBreakpointConds 300000x
 fuzz server FuzzParseCatchSyscalls 300000x
 fuzz server FuzzResumedPids 300000x
+fuzz guard FuzzFileRanges 300000x
 
 if command -v qemu-aarch64 >/dev/null 2>&1; then
 	echo "== arm64 JIT backend and instruction relocation under qemu-aarch64"
