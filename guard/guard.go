@@ -536,9 +536,10 @@ func StartSelf(stderr io.Writer, logf func(string, ...any)) (*Client, error) {
 // runs code the watchdog has not run before; a page of it read from the
 // file at the stub's death (a cold cache, a binary on a network or 9p
 // file system: under the arm64 VM's emulation tens of milliseconds) lets
-// the program's threads reach an int3 first, which kills the program
-// (e2e TestStubKilledWhileTracingProgramRunsOn failed that way in the
-// first run after the VM's boot, 2 boots in 3). Failures are logged.
+// the program's threads reach an int3 first, which kills the program.
+// (A suspect, not confirmed, for the rare failure of e2e
+// TestStubKilledWhileTracingProgramRunsOn in the arm64 VM: the program
+// died before any repair.) Failures are logged.
 func holdCode(logf func(string, ...any)) {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
