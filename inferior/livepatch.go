@@ -170,11 +170,50 @@ func (p *Process) CanPatchLive() bool {
 // SetLivePatching switches the live protocol on or off (off by
 // default): off, code patched while threads run is written tail first,
 // first byte last, and the caller is to stop every thread (Pause).
+// Switched on while no thread runs, it has the process register for
+// SYNC_CORE membarriers then (registerSyncCore says why).
 func (p *Process) SetLivePatching(on bool) {
 	_ = p.do(func() error {
 		p.live.enabled = on
+		if on && !p.anyRunning() && p.liveCapable() {
+			// Failures only leave it to the first syncCores.
+			_ = p.registerSyncCore()
+		}
 		return nil
 	})
+}
+
+// registerSyncCore registers the process for SYNC_CORE membarriers, with
+// a stopped thread making the call, when it has not registered yet. For
+// a process with more than one thread the kernel waits for an RCU grace
+// period there (synchronize_rcu): 15-23 ms on this project's VM, which a
+// first live patch made with every thread running spent holding one of
+// them (the first tstart of e2e TestNonStopTraceWhileRunning, all
+// running: its longest thread stop). SetLivePatching registers at once
+// when nothing runs: the server calls it while the process is stopped
+// after its launch (one thread: no grace period) or its attach.
+func (p *Process) registerSyncCore() error {
+	if p.live.registered {
+		return nil
+	}
+	t, err := p.anyStoppedThread()
+	if err != nil {
+		return err
+	}
+	return p.registerSyncCoreWith(t)
+}
+
+// registerSyncCoreWith is registerSyncCore with stopped thread t making
+// the call.
+func (p *Process) registerSyncCoreWith(t *thread) error {
+	if p.live.registered {
+		return nil
+	}
+	if err := p.membarrier(t, membarrierCmdRegisterPrivateExpeditedSyncCore); err != nil {
+		return fmt.Errorf("registering for SYNC_CORE membarriers: %w", err)
+	}
+	p.live.registered = true
+	return nil
 }
 
 func (p *Process) liveCapable() bool {
@@ -1173,11 +1212,8 @@ func (p *Process) syncCores() error {
 		// priority.
 		defer prio.Raise(t.tid)()
 		defer prio.Realtime(t.tid)()
-		if !p.live.registered {
-			if err := p.membarrier(t, membarrierCmdRegisterPrivateExpeditedSyncCore); err != nil {
-				return fmt.Errorf("registering for SYNC_CORE membarriers: %w", err)
-			}
-			p.live.registered = true
+		if err := p.registerSyncCoreWith(t); err != nil {
+			return err
 		}
 		if err := p.membarrier(t, membarrierCmdPrivateExpeditedSyncCore); err != nil {
 			return fmt.Errorf("membarrier SYNC_CORE: %w", err)

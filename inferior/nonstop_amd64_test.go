@@ -111,3 +111,36 @@ func TestAllThreadPointersRunning(t *testing.T) {
 		t.Errorf("AllThreadPointers %x, want the stopped threads' %x", tps, want)
 	}
 }
+
+// TestSetLivePatchingRegisters: live patching switched on while the
+// process is stopped registers it for SYNC_CORE membarriers then (the
+// kernel's RCU grace period of a multi-threaded registration is not
+// spent holding a running thread at the first live patch): the command
+// itself, refused (EPERM) before, succeeds without registering again.
+func TestSetLivePatchingRegisters(t *testing.T) {
+	if !kernelSyncCore() {
+		t.Skip("the kernel has no SYNC_CORE membarriers")
+	}
+	p := launchNonStop(t, "livepatch")
+	syncCore := func() error {
+		return p.do(func() error {
+			th, err := p.anyStoppedThread()
+			if err != nil {
+				return err
+			}
+			return p.membarrier(th, membarrierCmdPrivateExpeditedSyncCore)
+		})
+	}
+	if err := syncCore(); err == nil {
+		t.Fatal("SYNC_CORE membarrier accepted before any registration")
+	}
+	p.SetLivePatching(true)
+	if err := syncCore(); err != nil {
+		t.Fatalf("SYNC_CORE membarrier after SetLivePatching(true) with the process stopped: %v", err)
+	}
+	registered := false
+	_ = p.do(func() error { registered = p.live.registered; return nil })
+	if !registered {
+		t.Error("the process is not marked registered")
+	}
+}
