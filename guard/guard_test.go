@@ -182,8 +182,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// Start and Close: the watchdog process comes and goes.
-func TestStartClose(t *testing.T) {
+// startWatchdog starts a watchdog: this test binary (TestMain serves).
+func startWatchdog(t *testing.T) *Client {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -192,6 +193,12 @@ func TestStartClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// Start and Close: the watchdog process comes and goes.
+func TestStartClose(t *testing.T) {
+	c := startWatchdog(t)
 	pid := c.Pid()
 	c.Memory(0, nil)
 	c.Close()
@@ -278,14 +285,7 @@ func FuzzFileRanges(f *testing.F) {
 // The watchdog's code is resident from its start (holdCode): the repair
 // reads no page from the file when the stub dies.
 func TestWatchdogCodeResident(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := Start(exe, os.Stderr, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := startWatchdog(t)
 	defer c.Close()
 	path, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", c.Pid()))
 	if err != nil {
