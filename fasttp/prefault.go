@@ -5,10 +5,10 @@ package fasttp
 // stopped threads' lanes claimed and prepared) in the background when gdb
 // defines a fast tracepoint and none are mapped, while gdb downloads the
 // rest of the experiment, instead of inside QTStart (half a millisecond
-// of a 100-tracepoint QTStart's 1.7 ms). It does so only while no thread
-// runs (all-stop mode, or non-stop with every thread stopped): holding a
-// running thread for the injected calls is left to QTStart, which has to
-// anyway. The mapping uses the trace buffer size known then; a larger
+// of a 100-tracepoint QTStart's 1.7 ms). It does so only while a thread
+// is stopped to make the injected calls (all-stop mode, or a thread gdb
+// stopped in non-stop mode): holding a running thread for them is left
+// to QTStart, which has to anyway. The mapping uses the trace buffer size known then; a larger
 // one gdb sends before QTStart gets larger lanes there (StartRun). A
 // failure is logged, and QTStart tries again.
 func (in *Installer) prepareLanes() {
@@ -27,7 +27,7 @@ func (in *Installer) prepareLanes() {
 		}()
 		// The ptrace goroutine first, then the lock: a Batch's order.
 		_ = in.proc.Exclusive(func() {
-			if in.proc.ThreadsRunning() {
+			if !in.proc.HasStoppedThread() {
 				return
 			}
 			in.mu.Lock()

@@ -105,9 +105,15 @@ func TestNonStopStopRequest(t *testing.T) {
 	if counterMoves(t, p, counter) {
 		t.Fatal("the counter moved with every thread stopped")
 	}
+	if !p.HasStoppedThread() {
+		t.Error("HasStoppedThread false with every thread stopped")
+	}
 	resumeAll(t, p)
 	if !counterMoves(t, p, counter) {
 		t.Fatal("the counter is stuck after resuming")
+	}
+	if p.HasStoppedThread() {
+		t.Error("HasStoppedThread true with every thread running")
 	}
 }
 

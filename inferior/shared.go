@@ -186,6 +186,19 @@ func (p *Process) anyStoppedThread() (*thread, error) {
 	return nil, fmt.Errorf("no stopped thread: %w", ErrRunning)
 }
 
+// HasStoppedThread reports whether a thread is stopped that can make
+// injected system calls (MapShared and the like): then none running is
+// stopped for them.
+func (p *Process) HasStoppedThread() bool {
+	ok := false
+	_ = p.do(func() error {
+		_, err := p.anyStoppedThread()
+		ok = err == nil
+		return nil
+	})
+	return ok
+}
+
 // Done is closed when the Process is closed (its ptrace goroutine ended).
 func (p *Process) Done() <-chan struct{} { return p.done }
 
