@@ -291,7 +291,8 @@
 // lane's pads wrote since the last look, 256 KiB to 8 MiB, 256 KiB at a
 // time — and has the process map each step at once (a process_vm_readv of
 // a byte of every page: a read fault maps its page writable, and its
-// neighbours in the kernel's 64 KiB fault-around window too). A new thread's 400,000 no-action hits took ~3,100 page
+// neighbours in the kernel's 64 KiB fault-around window too). A new
+// thread's 400,000 no-action hits took ~3,100 page
 // faults, now ~200. That costs the stub about 4 µs a page, more than the
 // program's own fault: worth it while a CPU is free for the stub, a loss
 // when the program's threads keep every CPU busy. So when as many lanes

@@ -8,15 +8,15 @@ package fasttp
 // of a 100-tracepoint QTStart's 1.7 ms). It does so only while a thread
 // is stopped to make the injected calls (all-stop mode, or a thread gdb
 // stopped in non-stop mode): holding a running thread for them is left
-// to QTStart, which has to anyway. The mapping uses the trace buffer size known then; a larger
-// one gdb sends before QTStart gets larger lanes there (StartRun). A
-// failure is logged, and QTStart tries again.
+// to QTStart, which has to anyway. The mapping uses the trace buffer
+// size known then; a larger one gdb sends before QTStart gets larger
+// lanes there (StartRun). A failure is logged, and QTStart tries again.
 func (in *Installer) prepareLanes() {
 	in.mu.Lock()
-	busy := in.lanes != nil || in.lanesPreparing || in.proc == nil
-	in.lanesPreparing = true
+	start := in.lanes == nil && !in.lanesPreparing && in.proc != nil
+	in.lanesPreparing = in.lanesPreparing || start
 	in.mu.Unlock()
-	if busy {
+	if !start {
 		return
 	}
 	go func() {

@@ -66,7 +66,8 @@
 // moment — at a syscall instruction found in the vDSO, never written
 // where other threads run; the process registered for it when live
 // patching is switched on with no thread running, since registering a
-// multi-threaded process waits for an RCU grace period), the threads whose pc lies inside covered
+// multi-threaded process waits for an RCU grace period), the threads
+// whose pc lies inside covered
 // bytes moved (RelocatePCsLive), the tails, a second
 // synchronisation, then the first bytes (and a third synchronisation
 // when jumps were taken out). A thread that meets one of the int3s

@@ -177,14 +177,16 @@ func (p *Process) SetLivePatching(on bool) {
 		p.live.enabled = on
 		if on && !p.anyRunning() && p.liveCapable() {
 			// Failures only leave it to the first syncCores.
-			_ = p.registerSyncCore()
+			if t, err := p.anyStoppedThread(); err == nil {
+				_ = p.registerSyncCore(t)
+			}
 		}
 		return nil
 	})
 }
 
 // registerSyncCore registers the process for SYNC_CORE membarriers, with
-// a stopped thread making the call, when it has not registered yet. For
+// stopped thread t making the call, when it has not registered yet. For
 // a process with more than one thread the kernel waits for an RCU grace
 // period there (synchronize_rcu): 15-23 ms on this project's VM, which a
 // first live patch made with every thread running spent holding one of
@@ -192,20 +194,7 @@ func (p *Process) SetLivePatching(on bool) {
 // running: its longest thread stop). SetLivePatching registers at once
 // when nothing runs: the server calls it while the process is stopped
 // after its launch (one thread: no grace period) or its attach.
-func (p *Process) registerSyncCore() error {
-	if p.live.registered {
-		return nil
-	}
-	t, err := p.anyStoppedThread()
-	if err != nil {
-		return err
-	}
-	return p.registerSyncCoreWith(t)
-}
-
-// registerSyncCoreWith is registerSyncCore with stopped thread t making
-// the call.
-func (p *Process) registerSyncCoreWith(t *thread) error {
+func (p *Process) registerSyncCore(t *thread) error {
 	if p.live.registered {
 		return nil
 	}
@@ -1212,7 +1201,7 @@ func (p *Process) syncCores() error {
 		// priority.
 		defer prio.Raise(t.tid)()
 		defer prio.Realtime(t.tid)()
-		if err := p.registerSyncCoreWith(t); err != nil {
+		if err := p.registerSyncCore(t); err != nil {
 			return err
 		}
 		if err := p.membarrier(t, membarrierCmdPrivateExpeditedSyncCore); err != nil {
