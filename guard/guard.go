@@ -537,9 +537,10 @@ func StartSelf(stderr io.Writer, logf func(string, ...any)) (*Client, error) {
 // file at the stub's death (a cold cache, a binary on a network or 9p
 // file system: under the arm64 VM's emulation tens of milliseconds) lets
 // the program's threads reach an int3 first, which kills the program.
-// (A suspect, not confirmed, for the rare failure of e2e
-// TestStubKilledWhileTracingProgramRunsOn in the arm64 VM: the program
-// died before any repair.) Failures are logged.
+// (It was a suspect for the rare failure of e2e
+// TestStubKilledWhileTracingProgramRunsOn in the arm64 VM, the program
+// dead before any repair; that failure came again with the code
+// resident, so its cause is elsewhere.) Failures are logged.
 func holdCode(logf func(string, ...any)) {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
