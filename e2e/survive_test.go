@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // survive.c's arguments in these tests: 40 calls of survive_step, 50 ms
@@ -122,14 +124,47 @@ func checkSurvived(t *testing.T, stub *stubProcess, pid int, out, want string) {
 		got, _ = os.ReadFile(out)
 		return strings.HasSuffix(string(got), "\n")
 	}) {
-		t.Fatalf("the program never wrote its result to %s (threads %q: the stub's death killed or stopped it)",
-			out, threadsState(pid))
+		t.Fatalf("the program never wrote its result to %s (threads %q: the stub's death killed or stopped it; %s)",
+			out, threadsState(pid), orphanEnd(pid))
 	}
 	if string(got) != want {
 		t.Errorf("the program wrote %q, want %q", got, want)
 	}
 	if !waitFor(10*time.Second, func() bool { return gone(threadsState(pid)) }) {
 		t.Errorf("the program is still there after writing its result: threads %q", threadsState(pid))
+	}
+}
+
+// adoptOrphans makes the test binary its descendants' reaper for the
+// test's time (PR_SET_CHILD_SUBREAPER): the program, orphaned when its
+// stub dies, becomes a child of the test, which can learn how it ended
+// (orphanEnd). Orphans adopted meanwhile stay children of the test
+// binary (zombies until it exits, which gone counts as gone).
+func adoptOrphans(t *testing.T) {
+	t.Helper()
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		t.Logf("PR_SET_CHILD_SUBREAPER: %v (a dead program's signal will not be known)", err)
+		return
+	}
+	t.Cleanup(func() { _ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0) })
+}
+
+// orphanEnd reaps pid, an orphan adopted by adoptOrphans, if it has ended
+// and says how: the signal that killed it is what a failure needs to
+// name (SIGTRAP: it met an int3 nobody took out; SIGHUP: orphaned while
+// stopped).
+func orphanEnd(pid int) string {
+	var ws unix.WaitStatus
+	got, err := unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("its end unknown: %v", err)
+	case got == 0:
+		return "not ended"
+	case ws.Signaled():
+		return fmt.Sprintf("killed by %v (core dumped: %v)", ws.Signal(), ws.CoreDump())
+	default:
+		return fmt.Sprintf("exited with status %d", ws.ExitStatus())
 	}
 }
 
@@ -141,11 +176,13 @@ func surviveSession(t *testing.T, threads, pauseUs int, setup string) (int, stri
 	stubPath(t)
 	prog := buildProgram(t, "survive")
 	out := filepath.Join(t.TempDir(), "survive.out")
+	adoptOrphans(t)
 	stub := startStub(t, nil, prog, out, fmt.Sprint(surviveIterations), fmt.Sprint(pauseUs), fmt.Sprint(threads))
 	pid := stub.inferiorPid()
 	if pid == 0 {
 		t.Fatalf("no inferior pid in the stub's output:\n%s", stub.output.String())
 	}
+	t.Cleanup(func() { orphanEnd(pid) })
 	script := strings.Join([]string{
 		"target remote " + stub.target(),
 		"break main",
@@ -202,6 +239,11 @@ func TestStubKilledWhileTracingProgramRunsOn(t *testing.T) {
 	}
 	checkSurvived(t, stub, pid, out, surviveWant(1))
 	mustContain(t, stub.output.String(), "gotpstub watchdog: the stub died: restored")
+	for _, line := range strings.Split(stub.output.String(), "\n") {
+		if strings.Contains(line, "gotpstub watchdog:") {
+			t.Log(line)
+		}
+	}
 }
 
 // With --kill-on-stub-exit the kernel kills the program with the stub.

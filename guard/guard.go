@@ -224,6 +224,7 @@ type watchdog struct {
 	// be opened.
 	tracerGone bool
 	traps      map[uint64]byte
+	repaired   bool // repair has run for a process
 	logf       func(format string, args ...any)
 }
 
@@ -270,7 +271,7 @@ func Serve(sock *os.File, stderr io.Writer) int {
 			if err == unix.EINTR {
 				continue
 			}
-			w.repair()
+			w.repair("poll failed: " + err.Error())
 			return 0
 		}
 		if len(fds) > 1 && fds[1].Revents != 0 {
@@ -287,7 +288,7 @@ func Serve(sock *os.File, stderr io.Writer) int {
 			return 0
 		}
 		if eof {
-			w.repair()
+			w.repair("its socket closed")
 			return 0
 		}
 	}
@@ -311,7 +312,7 @@ func (w *watchdog) tracerExited() (done bool) {
 			return true
 		}
 		if eof || empty {
-			w.repair()
+			w.repair("its ptrace thread exited")
 			return eof
 		}
 	}
@@ -394,15 +395,22 @@ func (w *watchdog) receive(flags int) (quit, eof, empty bool) {
 }
 
 // repair takes the int3s out of the program and continues it if it
-// stopped.
-func (w *watchdog) repair() {
+// stopped. why says what told the watchdog of the stub's death. It logs
+// what it found every time (a program that dies anyway then shows
+// whether the watchdog woke, and what it saw).
+func (w *watchdog) repair(why string) {
 	if w.pid == 0 || w.mem == nil {
+		if !w.repaired {
+			w.logf("the stub died (%s) with no process registered", why)
+		}
 		return
 	}
+	w.repaired = true
+	start := time.Now()
 	restored, failed := w.restore()
-	if restored > 0 || failed > 0 {
-		w.logf("the stub died: restored %d of %d breakpoint bytes in process %d", restored, restored+failed, w.pid)
-	}
+	tracer, alive := tracerPid(w.pid)
+	w.logf("the stub died: restored %d of %d breakpoint bytes in process %d (%s; %d in its table; %v; the process %s)",
+		restored, restored+failed, w.pid, why, len(w.traps), time.Since(start).Round(time.Microsecond), processState(alive, tracer))
 	w.unstop()
 	w.pid, w.traps = 0, map[uint64]byte{}
 }
@@ -439,7 +447,8 @@ func (w *watchdog) unstop() {
 	for time.Now().Before(deadline) {
 		tracer, ok := tracerPid(w.pid)
 		if !ok {
-			return // gone
+			w.logf("process %d is gone", w.pid)
+			return
 		}
 		if tracer == 0 {
 			break
@@ -452,6 +461,10 @@ func (w *watchdog) unstop() {
 	end := time.Now().Add(300 * time.Millisecond)
 	sent := false
 	for time.Now().Before(end) {
+		if st := threadState(fmt.Sprintf("/proc/%d/stat", w.pid)); st == 0 || st == 'Z' || st == 'X' {
+			w.logf("process %d ended within %v of the detach", w.pid, 300*time.Millisecond)
+			return
+		}
 		if stopped(w.pid) {
 			if err := unix.Kill(w.pid, unix.SIGCONT); err == nil && !sent {
 				w.logf("the stub died: process %d was stopped (a SIGSTOP meant for the stub): continued it", w.pid)
@@ -478,6 +491,18 @@ func tracerPid(pid int) (int, bool) {
 	return 0, true
 }
 
+// processState describes a process for repair's log: gone, or by whom
+// it is still traced.
+func processState(alive bool, tracer int) string {
+	switch {
+	case !alive:
+		return "gone"
+	case tracer != 0:
+		return fmt.Sprintf("still traced by %d", tracer)
+	}
+	return "detached"
+}
+
 // stopped reports whether a thread of pid is in a stop (state T).
 func stopped(pid int) bool {
 	dir := fmt.Sprintf("/proc/%d/task", pid)
@@ -486,21 +511,25 @@ func stopped(pid int) bool {
 		return false
 	}
 	for _, t := range tasks {
-		b, err := os.ReadFile(dir + "/" + t.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// The state follows the last ')' (the command may hold one).
-		for i := len(b) - 1; i >= 0; i-- {
-			if b[i] == ')' {
-				if i+2 < len(b) && b[i+2] == 'T' {
-					return true
-				}
-				break
-			}
+		if threadState(dir+"/"+t.Name()+"/stat") == 'T' {
+			return true
 		}
 	}
 	return false
+}
+
+// threadState returns the state letter of a /proc stat file (0 when it
+// cannot be read).
+func threadState(path string) byte {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	// The state follows the last ')' (the command may hold one).
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
+		return b[i+2]
+	}
+	return 0
 }
 
 func splitLines(b []byte) []string {
