@@ -37,6 +37,9 @@ func serve(sock *os.File) chan served {
 	go func() {
 		var log bytes.Buffer
 		code := Serve(sock, &log)
+		// Closed now, not by a finalizer once its number serves
+		// another test's descriptor.
+		sock.Close()
 		ch <- served{code, log.String()}
 	}()
 	return ch
@@ -124,12 +127,35 @@ func TestMemoryResetsTheTable(t *testing.T) {
 // The exit of the thread that sent Memory (the stub's ptrace thread, whose
 // exit detaches the program) repairs at once, while the socket is still
 // open; the watchdog then waits for the next process.
+// Where the kernel has thread pidfds the watchdog watches the thread
+// through one; elsewhere (or with deathWordEnv) through the death word,
+// whose robust futex the kernel marks when the thread exits.
 func TestTracerThreadExitRepairs(t *testing.T) {
-	if _, err := unix.PidfdOpen(unix.Gettid(), pidfdThread); err != nil {
-		t.Skipf("no thread pidfds here (Linux 6.9): %v", err)
+	for _, c := range []struct {
+		name      string
+		deathWord bool
+	}{{"thread pidfd", false}, {"death word", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			if !c.deathWord && !threadPidfds() {
+				t.Skip("no thread pidfds here (Linux 6.9)")
+			}
+			if c.deathWord {
+				t.Setenv(deathWordEnv, "1")
+			}
+			tracerThreadExitRepairs(t, c.deathWord)
+		})
 	}
+}
+
+func tracerThreadExitRepairs(t *testing.T, deathWord bool) {
 	c, sock := pair(t)
 	done := serve(sock)
+	if deathWord {
+		c.sendDeathWord()
+		if c.death == nil {
+			t.Fatal("no death word")
+		}
+	}
 	code, mem := target(t)
 	for sent := false; !sent; {
 		ok := make(chan bool)
@@ -333,4 +359,43 @@ func notResident(smaps, path string) string {
 		return "not mapped"
 	}
 	return strings.Join(out, ", ")
+}
+
+// Serve keeps its socket's file alive: a collection of the *os.File it
+// was given (whose finalizer closes the descriptor) made it read an end
+// of file, repair a program whose stub still lived, and exit. Go's
+// runtime collects at least every two minutes, so a watchdog without
+// this lasted about that long in a quiet session.
+func TestServeSurvivesCollection(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, fd := &Client{sock: fds[0], logf: t.Logf}, fds[1]
+	done := make(chan served, 1)
+	go func() {
+		var log bytes.Buffer
+		code := Serve(os.NewFile(uintptr(fd), "watchdog end"), &log)
+		done <- served{code, log.String()}
+	}()
+	code, mem := target(t)
+	c.Memory(os.Getpid(), mem)
+	c.Trap(addr(code, 0), 0x48)
+	for range 3 {
+		runtime.GC()
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("the watchdog exited (%d, %q) while the stub lives", r.code, r.log)
+	case <-time.After(50 * time.Millisecond):
+	}
+	if code[0] != 0xcc {
+		t.Errorf("the watchdog restored %#x while the stub lives", code[0])
+	}
+	c.send(msgQuit, 0, 0, -1)
+	if r := <-done; r.code != 0 {
+		t.Errorf("status %d", r.code)
+	}
+	unix.Close(c.sock)
 }
