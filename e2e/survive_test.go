@@ -105,11 +105,11 @@ func killStubBetweenHits(t *testing.T, stub *stubProcess, pid int) {
 		}
 		time.Sleep(200 * time.Microsecond)
 	}
+	at := time.Now() // for the watchdog's times in the output
 	if err := syscall.Kill(stub.cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill -9 the stub: %v", err)
 	}
-	// For the watchdog's times in a failure's output.
-	t.Logf("the stub was sent SIGKILL at %s", time.Now().Format("15:04:05.000000"))
+	t.Logf("the stub was sent SIGKILL at %s", at.Format("15:04:05.000000"))
 }
 
 // checkSurvived waits for the program pid to write out and to be gone,

@@ -542,26 +542,42 @@ func (w *watchdog) repair(why string) {
 	w.pid, w.traps = 0, map[uint64]byte{}
 }
 
-// restore writes the saved byte back at every address of the table that
-// still holds a breakpoint instruction (trapInsn). The bytes to restore
-// are found first: on arm64 the four bytes of one brk are four entries,
-// and the first written back would hide the brk from the others.
+// restore writes the saved bytes back wherever the table's breakpoint
+// instructions (trapInsn) still are.
 func (w *watchdog) restore() (restored, failed int) {
-	unit := uint64(len(trapInsn))
+	return restoreTraps(w.mem, w.traps, trapInsn)
+}
+
+// restoreTraps writes the saved bytes of traps back into mem wherever a
+// breakpoint instruction insn still is, each instruction in one write: on
+// arm64 a brk's four bytes are four entries of the table, and writing
+// them one at a time left, for a thread running there meanwhile, a brk
+// with another immediate (the first byte back) or an undefined
+// instruction: a SIGTRAP or a SIGILL after the stub's death. It counts
+// the bytes.
+func restoreTraps(mem interface {
+	io.ReaderAt
+	io.WriterAt
+}, traps map[uint64]byte, insn []byte) (restored, failed int) {
+	unit := uint64(len(insn))
+	units := map[uint64][]uint64{} // an instruction's address → its bytes' addresses
+	for addr := range traps {
+		u := addr &^ (unit - 1)
+		units[u] = append(units[u], addr)
+	}
 	b := make([]byte, unit)
-	var due []uint64
-	for addr := range w.traps {
-		if _, err := w.mem.ReadAt(b, int64(addr&^(unit-1))); err != nil || !bytes.Equal(b, trapInsn) {
+	for u, addrs := range units {
+		if _, err := mem.ReadAt(b, int64(u)); err != nil || !bytes.Equal(b, insn) {
 			continue // unmapped since, or the stub had lifted it
 		}
-		due = append(due, addr)
-	}
-	for _, addr := range due {
-		if _, err := w.mem.WriteAt([]byte{w.traps[addr]}, int64(addr)); err != nil {
-			failed++
+		for _, addr := range addrs {
+			b[addr-u] = traps[addr]
+		}
+		if _, err := mem.WriteAt(b, int64(u)); err != nil {
+			failed += len(addrs)
 			continue
 		}
-		restored++
+		restored += len(addrs)
 	}
 	return restored, failed
 }

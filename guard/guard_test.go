@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -398,4 +399,62 @@ func TestServeSurvivesCollection(t *testing.T) {
 		t.Errorf("status %d", r.code)
 	}
 	unix.Close(c.sock)
+}
+
+// fakeMem is memory at address 0 that records its writes.
+type fakeMem struct {
+	b      []byte
+	writes [][2]int // offset, length
+}
+
+func (m *fakeMem) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 || int(off)+len(p) > len(m.b) {
+		return 0, fmt.Errorf("unmapped %#x", off)
+	}
+	return copy(p, m.b[off:]), nil
+}
+
+func (m *fakeMem) WriteAt(p []byte, off int64) (int, error) {
+	if off < 0 || int(off)+len(p) > len(m.b) {
+		return 0, fmt.Errorf("unmapped %#x", off)
+	}
+	m.writes = append(m.writes, [2]int{int(off), len(p)})
+	return copy(m.b[off:], p), nil
+}
+
+// A breakpoint instruction longer than a byte (arm64's brk) is restored
+// in one write of the whole instruction, never byte by byte (a thread
+// running it meanwhile would meet a torn instruction); instructions no
+// longer holding the breakpoint, or out of memory, are left alone.
+func TestRestoreTrapsWholeInstructions(t *testing.T) {
+	brk := []byte{0x00, 0x00, 0x20, 0xd4}
+	for _, c := range []struct {
+		name   string
+		insn   []byte
+		mem    []byte
+		traps  map[uint64]byte
+		want   []byte
+		writes [][2]int
+		n      int
+	}{
+		{"brk", brk,
+			[]byte{0, 0, 0x20, 0xd4, 0, 0, 0x20, 0xd4, 1, 2, 3, 4},
+			map[uint64]byte{0: 0xfd, 1: 0x7b, 2: 0xbf, 3: 0xa9, 8: 9, 9: 9, 10: 9, 11: 9, 100: 1},
+			[]byte{0xfd, 0x7b, 0xbf, 0xa9, 0, 0, 0x20, 0xd4, 1, 2, 3, 4},
+			[][2]int{{0, 4}}, 4},
+		{"int3", []byte{0xcc},
+			[]byte{0xcc, 0x55, 0xcc},
+			map[uint64]byte{0: 0x48, 1: 0x31, 2: 0x90},
+			[]byte{0x48, 0x55, 0x90},
+			[][2]int{{0, 1}, {2, 1}}, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := &fakeMem{b: c.mem}
+			n, failed := restoreTraps(m, c.traps, c.insn)
+			slices.SortFunc(m.writes, func(a, b [2]int) int { return a[0] - b[0] })
+			if n != c.n || failed != 0 || !bytes.Equal(m.b, c.want) || !slices.Equal(m.writes, c.writes) {
+				t.Errorf("restored %d, failed %d, memory % x, writes %v; want %d, 0, % x, %v", n, failed, m.b, m.writes, c.n, c.want, c.writes)
+			}
+		})
+	}
 }
