@@ -41,7 +41,10 @@ func threadsState(pid int) string {
 
 // threadsSnapshot returns the state letters of every thread of pid and
 // the sum of their context switches (voluntary and not), which grows each
-// time one of them goes to sleep or stops.
+// time one of them goes to sleep or stops. Each thread's switches are
+// read before its state: a thread waking from a sleep to stop at an int3
+// between the two reads shows as stopped, not as asleep with a switch
+// more (the stop's).
 func threadsSnapshot(pid int) (states string, switches int) {
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
@@ -51,12 +54,13 @@ func threadsSnapshot(pid int) (states string, switches int) {
 	for _, task := range tasks {
 		var tid int
 		fmt.Sscan(task.Name(), &tid)
+		n := contextSwitches(pid, tid)
 		st, err := processState(tid)
 		if err != nil {
 			continue
 		}
 		b.WriteString(st)
-		switches += contextSwitches(pid, tid)
+		switches += n
 	}
 	return b.String(), switches
 }
@@ -89,17 +93,34 @@ func contextSwitches(pid, tid int) int {
 // next call. The switch counts, not a sampling that catches a thread
 // running, tell that a thread just went to sleep: a thread runs a few
 // microseconds of each 50 ms, which 200 µs samplings mostly miss.
+//
+// Under the arm64 VM's emulation, where a /proc read takes a while, the
+// kill meant for just after a thread went to sleep came now and then as
+// it woke and met the int3 (the watchdog found it running or dead, not in
+// its sleep: the program died of the SIGTRAP it had stopped with, the
+// documented limit): a sampling read a thread's state as asleep, then
+// its switches grown by the stop that followed. Switches are read first
+// now, and again before the kill; only two samplings close together
+// count (recentSample).
 func killStubBetweenHits(t *testing.T, stub *stubProcess, pid int) {
 	t.Helper()
+	const recentSample = 10 * time.Millisecond
 	prev := -1
+	var prevAt time.Time
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		st, switches := threadsSnapshot(pid)
+		now := time.Now()
 		asleep := st != "" && strings.Trim(st, "S") == ""
-		if asleep && prev >= 0 && switches > prev {
-			break
+		if asleep && prev >= 0 && switches > prev && now.Sub(prevAt) < recentSample {
+			// And no switch since (a thread that woke and stopped
+			// after its state was read).
+			if _, again := threadsSnapshot(pid); again == switches {
+				prevAt = now
+				break
+			}
 		}
-		prev = switches
+		prev, prevAt = switches, now
 		if time.Now().After(deadline) || st == "" {
 			t.Fatalf("the program's threads never went to sleep together: states %q", st)
 		}
@@ -109,7 +130,8 @@ func killStubBetweenHits(t *testing.T, stub *stubProcess, pid int) {
 	if err := syscall.Kill(stub.cmd.Process.Pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill -9 the stub: %v", err)
 	}
-	t.Logf("the stub was sent SIGKILL at %s", at.Format("15:04:05.000000"))
+	t.Logf("the stub was sent SIGKILL at %s, %v after the sampling that found the threads just asleep",
+		at.Format("15:04:05.000000"), time.Since(prevAt).Round(time.Microsecond))
 }
 
 // checkSurvived waits for the program pid to write out and to be gone,

@@ -535,9 +535,10 @@ func (w *watchdog) repair(why string) {
 	start := time.Now()
 	restored, failed := w.restore()
 	tracer, alive := tracerPid(w.pid)
-	w.logf("the stub died: restored %d of %d breakpoint bytes in process %d (%s at %s; %d in its table; %v; the process %s)",
+	took := time.Since(start)
+	w.logf("the stub died: restored %d of %d breakpoint bytes in process %d (%s at %s; %d in its table; %v; the process %s; threads %s)",
 		restored, restored+failed, w.pid, why, start.Format("15:04:05.000000"), len(w.traps),
-		time.Since(start).Round(time.Microsecond), processState(alive, tracer))
+		took.Round(time.Microsecond), processState(alive, tracer), threadsWhere(w.pid))
 	w.unstop()
 	w.pid, w.traps = 0, map[uint64]byte{}
 }
@@ -644,6 +645,29 @@ func processState(alive bool, tracer int) string {
 		return fmt.Sprintf("still traced by %d", tracer)
 	}
 	return "detached"
+}
+
+// threadsWhere describes where each thread of pid is, for repair's log:
+// its state letter and /proc's syscall line's number and pc (a thread in
+// a system call, or "running", or -1 for a stop).
+func threadsWhere(pid int) string {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return "unknown"
+	}
+	var out []string
+	for _, t := range tasks {
+		st := threadState(dir + "/" + t.Name() + "/stat")
+		sc, _ := os.ReadFile(dir + "/" + t.Name() + "/syscall")
+		f := strings.Fields(string(sc))
+		where := strings.Join(f, " ")
+		if len(f) > 2 {
+			where = f[0] + " pc " + f[len(f)-1]
+		}
+		out = append(out, fmt.Sprintf("%s %c %s", t.Name(), max(st, '?'), where))
+	}
+	return strings.Join(out, ", ")
 }
 
 // stopped reports whether a thread of pid is in a stop (state T).
