@@ -248,23 +248,10 @@ func TestStubKilledProgramRunsOn(t *testing.T) {
 // call does not meet one (a SIGTRAP with nobody to answer would kill the
 // program). One thread, 100 ms between hits: the stub is killed just after
 // the thread went to sleep, and the watchdog has until its next call.
-//
-// The watchdog learns of the death from a thread pidfd where the kernel
-// has them (Linux 6.9), else from its death word (a robust futex); the
-// second case forces the death word (GOTPSTUB_WATCHDOG_DEATH_WORD).
 func TestStubKilledWhileTracingProgramRunsOn(t *testing.T) {
 	if isGdbserver(stubPath(t)) {
 		t.Skip("gdbserver sets PTRACE_O_EXITKILL: its death kills the program")
 	}
-	for _, c := range []struct{ name, deathWord string }{{"as the kernel allows", ""}, {"death word", "1"}} {
-		t.Run(c.name, func(t *testing.T) {
-			t.Setenv("GOTPSTUB_WATCHDOG_DEATH_WORD", c.deathWord)
-			stubKilledWhileTracing(t)
-		})
-	}
-}
-
-func stubKilledWhileTracing(t *testing.T) {
 	pid, out, stub, g := surviveSession(t, 1, 100000, strings.Join([]string{
 		"delete",
 		"trace survive_step",

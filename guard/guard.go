@@ -12,10 +12,8 @@
 // watchdog's writes need no ptrace permission of their own) with the tid
 // of the stub's ptrace thread. The kernel detaches the tracees when that
 // thread exits; the watchdog watches it through a thread pidfd (Linux
-// 6.9) or, on older kernels, through a robust futex the kernel marks in
-// that thread's exit (deathWord), and, when it exits with the process
-// still registered (or when the socket ends without the stub's goodbye,
-// the last resort), writes
+// 6.9) and, when it exits with the process still registered (or, without
+// thread pidfds, when the socket ends without the stub's goodbye), writes
 // the saved byte back wherever an int3 of the table still is (on arm64,
 // where "int3" means the 4-byte brk #0, each of its bytes), then sends
 // SIGCONT to the program if it finds it stopped (a SIGSTOP the stub had
@@ -49,11 +47,11 @@
 //     between a stepped thread's stop and its report to gdb.
 //   - A thread that reaches an int3 between the detach and the
 //     watchdog's write: the pidfd is signalled in the same kernel function
-//     that detaches (the death word just before it), and the watchdog's
-//     write follows within microseconds on an idle machine, but a thread
-//     in a tight loop meets the int3 first. The socket's end of file, the
-//     last resort, comes only when every thread of the stub is gone:
-//     under load, tens of milliseconds after the detach.
+//     that detaches, and the watchdog's write follows within
+//     microseconds on an idle machine, but a thread in a tight loop meets
+//     the int3 first. The socket's end of file, the fallback, comes only
+//     when every thread of the stub is gone: under load, tens of
+//     milliseconds after the detach.
 //
 // So a program hitting a trap tracepoint in a tight loop usually dies
 // with the stub (its thread is in a stop most of the time); one whose hits
@@ -80,7 +78,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -97,12 +94,7 @@ const (
 	msgTrap   = 'T' // addr u64, orig byte
 	msgUntrap = 'U' // addr u64
 	msgQuit   = 'Q' // orderly end: exit without touching anything
-	msgDeath  = 'D' // the death word's memfd as SCM_RIGHTS (deathWord)
 )
-
-// deathWordEnv, set to 1 in the watchdog's environment, makes it use the
-// death word (deathWord) where thread pidfds exist too (for tests).
-const deathWordEnv = "GOTPSTUB_WATCHDOG_DEATH_WORD"
 
 const msgLen = 1 + 8 + 1
 
@@ -115,11 +107,6 @@ type Client struct {
 	cmd    *exec.Cmd
 	broken bool
 	logf   func(format string, args ...any)
-	// death is the death word, nil without one. Its page stays mapped
-	// for the stub's life: the kernel reads it when the ptrace thread
-	// exits.
-	death      *deathWord
-	deathError bool // own failed once (logged)
 }
 
 // Start starts the watchdog: exe (normally /proc/self/exe) run with
@@ -147,22 +134,7 @@ func Start(exe string, stderr io.Writer, logf func(string, ...any)) (*Client, er
 		return nil, fmt.Errorf("watchdog: starting %s: %w", exe, err)
 	}
 	theirs.Close()
-	c := &Client{sock: fds[0], cmd: cmd, logf: logf}
-	c.sendDeathWord()
-	return c, nil
-}
-
-// sendDeathWord makes the death word and hands it to the watchdog, which
-// uses it where the kernel has no thread pidfds. Failures are logged: the
-// watchdog then learns of the stub's death from its socket only.
-func (c *Client) sendDeathWord() {
-	d, err := newDeathWord()
-	if err != nil {
-		c.logf("%v", err)
-		return
-	}
-	c.death = d
-	c.send(msgDeath, 0, 0, d.fd)
+	return &Client{sock: fds[0], cmd: cmd, logf: logf}, nil
 }
 
 // send sends one message, with fd passed along when it is ≥ 0.
@@ -199,25 +171,12 @@ func (c *Client) Memory(pid int, mem *os.File) {
 	fd := -1
 	v := uint64(0)
 	if pid > 0 && mem != nil {
-		c.ownDeathWord()
 		fd = int(mem.Fd())
 		// Called on the ptrace thread (inferior.Guard): the watchdog
 		// watches it, since its exit detaches the program.
 		v = uint64(uint32(pid)) | uint64(uint32(unix.Gettid()))<<32
 	}
 	c.send(msgMemory, v, 0, fd)
-}
-
-// ownDeathWord makes the calling thread (the ptrace thread) the death
-// word's owner.
-func (c *Client) ownDeathWord() {
-	if c.death == nil {
-		return
-	}
-	if err := c.death.own(); err != nil && !c.deathError {
-		c.deathError = true
-		c.logf("%v: where the kernel has no thread pidfds the watchdog learns late of the stub's death", err)
-	}
 }
 
 // Trap implements inferior.Guard: an int3 is about to be written at addr
@@ -267,18 +226,19 @@ type watchdog struct {
 	traps      map[uint64]byte
 	repaired   bool // repair has run for a process
 	logf       func(format string, args ...any)
-	// death is the death word, used instead of thread pidfds where
-	// there are none (nil: not used); deaths yields a byte each time the
-	// word's owner exits (watchDeaths), which stops once stopWatch is
-	// set.
-	death     *deathWord
-	deaths    *os.File
-	stopWatch atomic.Bool
 }
 
 // pidfdThread is PIDFD_THREAD (O_EXCL): a pidfd for one thread, readable
 // once that thread has exited (Linux 6.9).
 const pidfdThread = unix.O_EXCL
+
+// raisePriority makes the calling thread real-time when permitted, else
+// nice -20 when permitted.
+func raisePriority() {
+	if err := unix.SchedSetAttr(0, &unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: 1}, 0); err != nil {
+		_ = unix.Setpriority(unix.PRIO_PROCESS, 0, -20)
+	}
+}
 
 // Serve is the watchdog's main: it reads the stub's messages from sock
 // until the stub says goodbye (exit status 0, nothing done) or dies, and
@@ -287,16 +247,17 @@ const pidfdThread = unix.O_EXCL
 //
 // The stub's death shows first as the exit of its ptrace thread, watched
 // through a thread pidfd: the kernel detaches the tracees in that
-// thread's exit, and signals the pidfd right after; where there are no
-// thread pidfds, through the death word, marked in the same exit just
-// before the detach. The socket's end of file comes only once every
-// thread of the stub is gone, which under load can be many milliseconds
-// later; it is the last resort.
+// thread's exit, and signals the pidfd right after. The socket's end of
+// file comes only once every thread of the stub is gone, which under load
+// can be many milliseconds later; it is the fallback where thread pidfds
+// do not exist (before Linux 6.9). A robust futex the kernel marks in
+// that thread's exit would do there too, but the thread's one robust
+// list is the fast tracepoints' (inferior.Process.MarkTracerAlive):
+// registering a second list would replace it.
 func Serve(sock *os.File, stderr io.Writer) int {
 	w := &watchdog{sock: int(sock.Fd()), tracer: -1, traps: map[uint64]byte{}, logf: func(format string, args ...any) {
 		fmt.Fprintf(stderr, "gotpstub watchdog: "+format+"\n", args...)
 	}}
-	defer w.stopWatch.Store(true)
 	// sock's finalizer closes the descriptor once sock is unreachable,
 	// and w keeps only the number: without this a collection (at least
 	// every two minutes) ended the watchdog in a quiet session, its next
@@ -319,8 +280,6 @@ func Serve(sock *os.File, stderr io.Writer) int {
 		fds := []unix.PollFd{{Fd: int32(w.sock), Events: unix.POLLIN}, {Fd: -1}}
 		if w.tracer >= 0 {
 			fds[1] = unix.PollFd{Fd: int32(w.tracer), Events: unix.POLLIN}
-		} else if w.deaths != nil {
-			fds[1] = unix.PollFd{Fd: int32(w.deaths.Fd()), Events: unix.POLLIN}
 		}
 		if _, err := unix.Poll(fds, -1); err != nil {
 			if err == unix.EINTR {
@@ -330,10 +289,6 @@ func Serve(sock *os.File, stderr io.Writer) int {
 			return 0
 		}
 		if fds[1].Revents != 0 {
-			if w.deaths != nil && w.tracer < 0 {
-				var b [64]byte
-				_, _ = unix.Read(int(w.deaths.Fd()), b[:])
-			}
 			if w.tracerExited() {
 				return 0
 			}
@@ -364,9 +319,6 @@ func (w *watchdog) tracerExited() (done bool) {
 		w.tracer = -1
 	}
 	w.tracerGone = false
-	if w.death != nil {
-		return w.ownerDied()
-	}
 	old := w.tracerTid
 	for w.tracerTid == old && w.pid != 0 {
 		quit, eof, empty := w.receive(unix.MSG_DONTWAIT)
@@ -377,30 +329,6 @@ func (w *watchdog) tracerExited() (done bool) {
 			w.repair("its ptrace thread exited")
 			return eof
 		}
-	}
-	return false
-}
-
-// ownerDied is tracerExited with the death word: it takes every message
-// queued (those the dead thread sent before it died, and any sent after
-// by another), then repairs the program if a process is registered and
-// the word says its last owner, the thread that registered it, died.
-func (w *watchdog) ownerDied() (done bool) {
-	for {
-		quit, eof, empty := w.receive(unix.MSG_DONTWAIT)
-		if quit {
-			return true
-		}
-		if eof {
-			w.repair("its socket closed")
-			return true
-		}
-		if empty {
-			break
-		}
-	}
-	if w.pid != 0 && w.death.died() {
-		w.repair("its ptrace thread exited (robust futex)")
 	}
 	return false
 }
@@ -464,11 +392,7 @@ func (w *watchdog) receive(flags int) (quit, eof, empty bool) {
 				w.watchTracer(tid)
 			}
 		}
-	case msgDeath:
-		if len(files) > 0 {
-			w.useDeathWord(files[0])
-			files = files[1:]
-		}
+
 	case msgTrap:
 		w.traps[v] = buf[9]
 	case msgUntrap:
@@ -480,13 +404,8 @@ func (w *watchdog) receive(flags int) (quit, eof, empty bool) {
 }
 
 // watchTracer watches thread tid, the stub's ptrace thread, through a
-// thread pidfd, or through the death word where there is one (the word
-// already marked: tid died, or a later owner did).
+// thread pidfd (where the kernel has them).
 func (w *watchdog) watchTracer(tid int) {
-	if w.death != nil {
-		w.tracerGone = w.death.died()
-		return
-	}
 	fd, err := unix.PidfdOpen(tid, pidfdThread)
 	switch err {
 	case nil:
@@ -494,30 +413,6 @@ func (w *watchdog) watchTracer(tid int) {
 	case unix.ESRCH:
 		w.tracerGone = true // already
 	}
-}
-
-// useDeathWord maps the death word of memfd fd and starts its watcher,
-// where the kernel has no thread pidfds (or deathWordEnv asks for it);
-// otherwise, or when that fails, it closes fd.
-func (w *watchdog) useDeathWord(fd int) {
-	if w.death != nil || (threadPidfds() && os.Getenv(deathWordEnv) != "1") {
-		unix.Close(fd)
-		return
-	}
-	d, err := mapDeathWord(fd)
-	if err != nil {
-		w.logf("%v", err)
-		unix.Close(fd)
-		return
-	}
-	r, wr, err := os.Pipe()
-	if err != nil {
-		w.logf("watchdog death word: %v", err)
-		d.close()
-		return
-	}
-	w.death, w.deaths = d, r
-	go d.watchDeaths(wr, &w.stopWatch)
 }
 
 // repair takes the int3s out of the program and continues it if it
