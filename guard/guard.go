@@ -15,7 +15,8 @@
 // 6.9) and, when it exits with the process still registered (or, without
 // thread pidfds, when the socket ends without the stub's goodbye), writes
 // the saved byte back wherever an int3 of the table still is (on arm64,
-// where "int3" means the 4-byte brk #0, each of its bytes), then sends
+// where "int3" means the 4-byte brk #0, the whole instruction in one
+// write), then sends
 // SIGCONT to the program if it finds it stopped (a SIGSTOP the stub had
 // sent, or the one the kernel queues for a new thread, is delivered once
 // nobody traces the thread, and would stop the whole program for good).
@@ -259,9 +260,10 @@ func Serve(sock *os.File, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gotpstub watchdog: "+format+"\n", args...)
 	}}
 	// sock's finalizer closes the descriptor once sock is unreachable,
-	// and w keeps only the number: without this a collection (at least
-	// every two minutes) ended the watchdog in a quiet session, its next
-	// poll taken for the stub's death.
+	// and w keeps only the number: without this the watchdog's first
+	// collection (each message allocates a little) ended it, its next
+	// poll taken for the stub's death: the int3s of a live session
+	// restored under the stub, and no watchdog left.
 	defer runtime.KeepAlive(sock)
 	// This thread waits for the stub's end and races the program's
 	// threads to the restored bytes once it comes: it should be the
@@ -392,7 +394,6 @@ func (w *watchdog) receive(flags int) (quit, eof, empty bool) {
 				w.watchTracer(tid)
 			}
 		}
-
 	case msgTrap:
 		w.traps[v] = buf[9]
 	case msgUntrap:
