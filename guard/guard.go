@@ -555,13 +555,16 @@ func threadsWhere(pid int) string {
 	var out []string
 	for _, t := range tasks {
 		st := threadState(dir + "/" + t.Name() + "/stat")
+		if st == 0 {
+			st = '?'
+		}
 		sc, _ := os.ReadFile(dir + "/" + t.Name() + "/syscall")
 		f := strings.Fields(string(sc))
 		where := strings.Join(f, " ")
 		if len(f) > 2 {
 			where = f[0] + " pc " + f[len(f)-1]
 		}
-		out = append(out, fmt.Sprintf("%s %c %s", t.Name(), max(st, '?'), where))
+		out = append(out, fmt.Sprintf("%s %c %s", t.Name(), st, where))
 	}
 	return strings.Join(out, ", ")
 }
