@@ -42,7 +42,10 @@ func nonStopSessionAt(t *testing.T, prog string, flags []string, at string) (*mi
 // and must still run at the end, its threads running all along. The stub
 // logs (--timing) how long each packet stopped threads: with live
 // patching (x86-64's default), the longest stop of any one thread;
-// with --live-patch=off, how long every thread was paused.
+// with --live-patch=off, how long every thread was paused. Run as root
+// with tracefs mounted, the test also has the kernel measure every
+// ptrace stop of the program's threads (schedtrace_test.go) and logs
+// the longest per tstart and tstop and those between them.
 func TestNonStopTraceWhileRunning(t *testing.T) {
 	requireTools(t)
 	if isGdbserver(stubPath(t)) {
@@ -99,9 +102,22 @@ func nonStopCycles(t *testing.T, prog string, flags []string, mainRuns bool, wan
 		cycles = 20
 	}
 	tf := filepath.Join(t.TempDir(), "cycle.tf")
+	sched, err := startSchedTrace(filepath.Base(prog))
+	if err != nil {
+		t.Logf("no scheduler trace of the stops: %v", err)
+	} else {
+		defer sched.close()
+	}
+	mark := func(text string) {
+		if sched != nil {
+			sched.mark(text)
+		}
+	}
 	var stats stressStats
 	for i := range cycles {
+		mark(fmt.Sprintf("begin tstart %d", i))
 		g.mustDo("tstart")
+		mark(fmt.Sprintf("end tstart %d", i))
 		if i == 0 {
 			// The stub's log reaches stub.output through a goroutine
 			// copying its pipe: it may trail gdb's reply under load.
@@ -112,7 +128,10 @@ func nonStopCycles(t *testing.T, prog string, flags []string, mainRuns bool, wan
 			mustContain(t, stub.output.String(), want...)
 		}
 		time.Sleep(time.Duration(2+i%5) * time.Millisecond)
-		status := g.mustDo("tstop") + g.mustDo("tstatus")
+		mark(fmt.Sprintf("begin tstop %d", i))
+		stopped := g.mustDo("tstop")
+		mark(fmt.Sprintf("end tstop %d", i))
+		status := stopped + g.mustDo("tstatus")
 		if strings.Contains(status, "rror") {
 			t.Fatalf("cycle %d: %s", i, status)
 		}
@@ -125,6 +144,21 @@ func nonStopCycles(t *testing.T, prog string, flags []string, mainRuns bool, wan
 	threads := g.mustDo("info threads")
 	if n := strings.Count(threads, "(running)"); n != running {
 		t.Errorf("%d threads running at the end, want %d:\n%s", n, running, threads)
+	}
+	if sched != nil {
+		if events, err := sched.stop(); err != nil {
+			t.Logf("scheduler trace: %v", err)
+		} else {
+			var held []int // the main thread, which gdb keeps stopped
+			if !mainRuns {
+				held = append(held, stub.inferiorPid())
+			}
+			t.Logf("scheduler trace (the kernel's sched_switch and sched_waking events): %s", summarizeSpanStops(events, held))
+			spans := spanStops(events, held)
+			if marked := len(spans["tstart"]) + len(spans["tstop"]); marked < 2*cycles {
+				t.Logf("scheduler trace: events lost, %d of %d commands found", marked, 2*cycles)
+			}
+		}
 	}
 	// Every thread stops when asked, alive: a broken instruction would
 	// have made the program exit with status 3.

@@ -11,8 +11,11 @@
 # tracepoints 200 times, every cycle's trace checked) runs once per stub
 # and repetition; the test prints, per packet kind, the median and the
 # longest of the longest stop of any thread per packet (the stub's
-# --timing log), and the packet's own time. A failed run is printed as
-# FAIL with its test output's last lines.
+# --timing log), and the packet's own time; then the kernel's measure of
+# the same stops (the scheduler's sched_switch and sched_waking events,
+# recorded through tracefs: run as root; tracefs is mounted here if it
+# is not). A failed run is printed as FAIL with its test output's last
+# lines.
 #
 # Environment:
 #   STUBS="bin/gotpstub"  the stubs to compare (when set, nothing is built).
@@ -29,6 +32,9 @@ stubs=${STUBS:-}
 if [ -z "$stubs" ]; then
 	go build -o bin/gotpstub ./cmd/gotpstub
 	stubs=bin/gotpstub
+fi
+if [ "$(id -u)" = 0 ] && [ ! -e /sys/kernel/tracing/instances ]; then
+	mount -t tracefs nodev /sys/kernel/tracing || true
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -49,6 +55,8 @@ for rep in $(seq 1 "${REPS:-3}"); do
 			fi
 			summary=$(sed -E 's/.*QTStart: longest stop of a thread median ([0-9]+) µs, max ([0-9]+) µs.*packet took median ([0-9]+) µs, max ([0-9]+) µs\); QTStop: longest stop of a thread median ([0-9]+) µs, max ([0-9]+) µs.*packet took median ([0-9]+) µs, max ([0-9]+) µs\).*/QTStart: thread stop median \1 µs (max \2), packet \3 µs (max \4) | QTStop: thread stop median \5 µs (max \6), packet \7 µs (max \8)/' <<<"$line")
 			echo "rep $rep $stub $sub: $summary"
+			kernel=$(grep -m1 -o "scheduler trace.*\|no scheduler trace.*" <<<"$out" || true)
+			[ -z "$kernel" ] || echo "    $kernel"
 		done
 	done
 done

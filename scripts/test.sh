@@ -85,6 +85,7 @@ fuzz fasttp FuzzParseMaps 500000x
 fuzz fasttp FuzzParseGuarded 500000x
 fuzz fasttp/a64 FuzzDecodeRelocate 300000x
 fuzz fasttp/a64 FuzzPlanSite 300000x
+fuzz e2e FuzzParseSchedTrace 300000x
 fuzz inferior FuzzParseMaps 500000x
 fuzz inferior FuzzStatState 500000x
 fuzz inferior FuzzStatusSigMask 500000x
