@@ -20,7 +20,14 @@
 // (os/signal) and collects them with wait4(-1, __WALL|__WNOTHREAD|WNOHANG):
 // __WNOTHREAD limits the wait to children of that thread, which are
 // exactly our tracees, so the stub's other children (started with os/exec)
-// are never reaped by mistake.
+// are never reaped by mistake. In non-stop mode a thread of its own,
+// raised (statusWaiter), blocks in waitid(P_ALL, WNOWAIT) and wakes the
+// ptrace goroutine as soon as a tracee has a status: through SIGCHLD the
+// wake went via os/signal's goroutine on a thread at the stub's normal
+// priority, which the program's busy threads kept off the CPUs for
+// milliseconds while the stopped thread waited. drainAll collects every
+// status there is before it handles any, so that threads back at a trap
+// within microseconds cannot be collected again ahead of the others.
 //
 // # All-stop
 //
@@ -83,10 +90,15 @@
 // together and each resumed as soon as it is read. Other
 // threads' statuses collected during a flush are handled after it (a
 // thread stopped by an int3 is never moved meanwhile: its pc is past
-// the int3). LiveStats counts what it did and the longest stop of a
-// thread for it. The ptrace thread always runs at nice -10 when the
-// stub may (package prio; a launched program gets the stub's own
-// priority back), and the program's thread that makes the injected
+// the int3), except a stop at a SIGSTOP of the stub's own that no wait
+// wants any more (a thread sent on from an int3 it met before its
+// SIGSTOP, which then stopped it again): swallowed at once and the
+// thread resumed (lateOwnStop), not held to the flush's end. A trap
+// tracepoint's hit collected during a flush still waits for its end.
+// LiveStats counts what it did and the longest stop of a thread for it.
+// The ptrace thread always runs at nice -10 when the stub may (package
+// prio; a launched program gets the stub's own priority back), and the
+// program's thread that makes the injected
 // membarrier call does while it makes it: every stopped thread waits for
 // them. An internal trap asked for at the start of a patch
 // while threads run (a tracepoint whose jump becomes a trap) is held

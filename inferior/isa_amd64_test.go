@@ -13,6 +13,9 @@ const (
 // nopInsn is one nop instruction (the program's tp_nop).
 var nopInsn = []byte{0x90}
 
+// nop5Len is the length of the instruction at prog.c's nop5_at (a 5-byte nop).
+const nop5Len = 5
+
 // firstFPReg is the first register past the general-purpose ones.
 const firstFPReg = tdesc.ST0
 

@@ -13,6 +13,9 @@ const (
 // nopInsn is one nop instruction (the program's tp_nop).
 var nopInsn = []byte{0x1f, 0x20, 0x03, 0xd5}
 
+// nop5Len is the length of the instruction at prog.c's nop5_at (one nop).
+const nop5Len = 4
+
 // firstFPReg is the first register past the general-purpose ones.
 const firstFPReg = tdesc.AArch64V0
 

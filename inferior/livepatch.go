@@ -717,6 +717,10 @@ func (p *Process) collectLive(want map[int]bool) []liveTrapHit {
 			return traps
 		}
 		if _, wanted := want[wpid]; !wanted {
+			if p.lateOwnStop(wpid, ws) {
+				p.handleStatus(wpid, ws) // swallowed, the thread resumed
+				continue
+			}
 			if pc, ok := p.liveTrapStop(wpid, ws); ok {
 				traps = append(traps, liveTrapHit{wpid, ws, pc})
 				continue
@@ -724,6 +728,25 @@ func (p *Process) collectLive(want map[int]bool) []liveTrapHit {
 		}
 		p.live.ready = append(p.live.ready, stashedStatus{wpid, ws})
 	}
+}
+
+// lateOwnStop reports whether ws is tid's stop at a SIGSTOP of the
+// stub's own that no wait in progress wants (collectLive's callers name
+// the threads they wait for): a thread sent a SIGSTOP to be held or have
+// its pc read met one of the flush's int3s first and was sent on from
+// there, its SIGSTOP still pending, so it stopped again at once. Kept in
+// ready, that stop lasted until the flush or the fast tracepoints' Batch
+// ended: 2-8 ms in the kernel's scheduler trace (e2e's
+// TestNonStopTraceWhileRunning). handleStatus swallows it at once and
+// resumes the thread, as it would after the flush. A stop that is also
+// an interrupt's or a stop request's, or a new thread's first, is left
+// for later.
+func (p *Process) lateOwnStop(tid int, ws unix.WaitStatus) bool {
+	t := p.threads[tid]
+	if t == nil || !ws.Stopped() || ws.StopSignal() != unix.SIGSTOP {
+		return false
+	}
+	return t.sigstopExpected && !t.stopRequested && !t.fresh && !p.interruptPending(t)
 }
 
 // serveLive sends on the threads collectLive found at the flush's int3s.

@@ -21,6 +21,10 @@ import (
 func (p *Process) SetNonStop(on bool) error {
 	return p.do(func() error {
 		p.nonStop = on
+		p.nonStopFlag.Store(on)
+		if on {
+			p.startStatusWaiter()
+		}
 		return nil
 	})
 }
@@ -81,13 +85,33 @@ const maxDrain = 256
 // drainAll collects the statuses available, reportable or not: in
 // non-stop mode every thread's event must get its turn (fairness; see
 // nextNonStopEvent), and no stop of everything follows a report.
+//
+// Every status there is is collected before any is handled: wait4(-1)
+// finds the tracees in the same order every time, so handling each as it
+// came let the first threads of a hot loop through a trap tracepoint,
+// back at its int3 within microseconds of being resumed, be collected
+// again and again ahead of the last one: the kernel's scheduler trace
+// (e2e's TestNonStopTraceWhileRunning, nine threads through a trap at a
+// ret) showed the oldest thread stopped for up to 150 ms. Rounds follow
+// until one finds nothing or maxDrain statuses are handled. The statuses
+// collected wait in the stash, where a handler that waits for other
+// threads to stop (stopAll, relocateAll) finds them: kept aside, they
+// were lost to it, and it waited for ever for threads already stopped.
 func (p *Process) drainAll() {
-	for range maxDrain {
-		wpid, ws, err := wait4(-1, unix.WNOHANG)
-		if err != nil || wpid <= 0 {
+	for n := 0; n < maxDrain; {
+		got := 0
+		for ; n < maxDrain; n++ {
+			wpid, ws, err := wait4(-1, unix.WNOHANG)
+			if err != nil || wpid <= 0 {
+				break
+			}
+			p.live.stash = append(p.live.stash, stashedStatus{wpid, ws})
+			got++
+		}
+		if got == 0 {
 			return
 		}
-		p.handleStatus(wpid, ws)
+		p.handleStashed()
 	}
 }
 

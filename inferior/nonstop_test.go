@@ -2,6 +2,7 @@ package inferior
 
 import (
 	"encoding/binary"
+	"sync"
 	"testing"
 	"time"
 )
@@ -155,5 +156,58 @@ func TestNonStopPause(t *testing.T) {
 	}
 	if st := threadState(p.Pid(), sleeper); st != 't' {
 		t.Errorf("stopped thread's state %q after the pause, want t", st)
+	}
+}
+
+// TestNonStopTrapFairness: five threads spin through an internal trap
+// in non-stop mode (prog.c's livepatch: nop5site in a loop), every hit
+// handled by the hook and the thread resumed at once, so that each is
+// back at the trap within microseconds. Every thread must get its turn:
+// collected one at a time, the first threads wait4 finds, round and
+// round, kept the last one stopped for up to 150 ms (drainAll).
+func TestNonStopTrapFairness(t *testing.T) {
+	p := launchNonStop(t, "livepatch")
+	site := symbol(t, p, "nop5_at")
+	var mu sync.Mutex
+	hits := map[int]int{}
+	p.SetTrapHook(func(s *Stopped) TrapAction {
+		r, err := s.Registers()
+		if err != nil {
+			return TrapReport
+		}
+		_ = r.SetUint64(regPC, site+nop5Len) // the nop, emulated
+		if s.SetRegisters(r) != nil {
+			return TrapReport
+		}
+		mu.Lock()
+		hits[s.Tid()]++
+		mu.Unlock()
+		return TrapResume
+	})
+	if err := p.InsertInternalTrap(site); err != nil {
+		t.Fatal(err)
+	}
+	resumeAll(t, p)
+	time.Sleep(300 * time.Millisecond)
+	if err := p.Resume([]Action{{Tid: -1, Stop: true}}); err != nil {
+		t.Fatal(err)
+	}
+	for ev := wait(t, p); ev.Kind != NoResumed; ev = wait(t, p) {
+		if ev.Kind != SignalStop || ev.Signal != 0 {
+			t.Fatalf("event %+v, want a stop with signal 0", ev)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	fewest, most := -1, 0
+	for _, n := range hits {
+		most = max(most, n)
+		if fewest < 0 || n < fewest {
+			fewest = n
+		}
+	}
+	// Served in turn, each thread gets about a fifth of the hits.
+	if len(hits) != 5 || fewest*8 < most {
+		t.Errorf("hits per thread %v: want 5 threads, the fewest at least an eighth of the most", hits)
 	}
 }

@@ -97,9 +97,18 @@ type Process struct {
 	baseNice int
 	paused   int
 	sigchld  chan os.Signal
-	memFile  *os.File
-	swbps    map[uint64]*swBreakpoint
-	patches  patchSet // code patches by start address
+	// statusWake and statusTaken link the ptrace goroutine with
+	// statusWaiter (non-stop mode); collected counts the statuses
+	// handled, nonStopFlag mirrors nonStop for statusWaiter, which
+	// counts its wakes in waiterWakes.
+	statusWake  chan struct{}
+	statusTaken chan bool
+	collected   uint64
+	nonStopFlag atomic.Bool
+	waiterWakes atomic.Int64
+	memFile     *os.File
+	swbps       map[uint64]*swBreakpoint
+	patches     patchSet // code patches by start address
 	// Fork events (SetReportForks): children held for gdb, by pid.
 	reportFork, reportVFork bool
 	forks                   map[int]*forkChild
@@ -286,6 +295,8 @@ func (p *Process) loop(started chan struct{}) {
 		select {
 		case f := <-p.reqs:
 			p.locked(f)
+		case <-p.statusWake:
+			p.locked(p.drainForWaiter)
 		case <-p.sigchld:
 			p.locked(p.drain)
 		case <-poll:
