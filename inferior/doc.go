@@ -97,7 +97,8 @@
 // tracepoint's hit collected during a flush still waits for its end.
 // LiveStats counts what it did and the longest stop of a thread for it.
 // The ptrace thread always runs at nice -10 when the stub may (package
-// prio; a launched program gets the stub's own priority back), and the
+// prio; a launched program gets the stub's own priority back), in the
+// real-time class in non-stop mode (tracerRealtime), and the
 // program's thread that makes the injected
 // membarrier call does while it makes it: every stopped thread waits for
 // them. An internal trap asked for at the start of a patch

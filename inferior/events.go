@@ -43,7 +43,6 @@ func (p *Process) drain() {
 
 // handleStatus processes one wait status.
 func (p *Process) handleStatus(tid int, ws unix.WaitStatus) {
-	p.collected++
 	t := p.threads[tid]
 	if t == nil {
 		if isExitEvent(ws) {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"gotpstub/prio"
 )
 
 // Non-stop mode (gdb's QNonStop:1): each thread is stopped and resumed on
@@ -25,8 +27,27 @@ func (p *Process) SetNonStop(on bool) error {
 		if on {
 			p.startStatusWaiter()
 		}
+		p.tracerRealtime(on)
 		return nil
 	})
+}
+
+// tracerRealtime puts the ptrace thread in the real-time class for
+// non-stop mode (on) or takes it out. Raised (nice -10) only, a ptrace
+// thread woken by a stopped thread's status waited for the CPU a
+// program's thread held, up to the scheduler's next tick: the kernel's
+// scheduler trace (e2e's TestNonStopTraceWhileRunning) showed it
+// runnable for 4-5 ms on a CPU running a thread of the program's while
+// a thread stopped at an int3 waited for it. It blocks when it has
+// nothing to do; a flush made it real-time only for its own time.
+func (p *Process) tracerRealtime(on bool) {
+	switch {
+	case on && p.tracerRT == nil:
+		p.tracerRT = prio.Realtime(p.tracerTid)
+	case !on && p.tracerRT != nil:
+		p.tracerRT()
+		p.tracerRT = nil
+	}
 }
 
 // ResumedThreads returns the threads gdb has running: resumed, and no

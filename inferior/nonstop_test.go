@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // launchNonStop starts the test program in mode, runs it to main and
@@ -209,5 +211,27 @@ func TestNonStopTrapFairness(t *testing.T) {
 	// Served in turn, each thread gets about a fifth of the hits.
 	if len(hits) != 5 || fewest*8 < most {
 		t.Errorf("hits per thread %v: want 5 threads, the fewest at least an eighth of the most", hits)
+	}
+}
+
+// TestNonStopTracerRealtime: the ptrace thread is real-time in non-stop
+// mode (tracerRealtime) and back in the normal class in all-stop mode.
+func TestNonStopTracerRealtime(t *testing.T) {
+	p := launchNonStop(t, "sleep")
+	policy := func() uint32 {
+		a, err := unix.SchedGetAttr(p.tracerTid, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a.Policy
+	}
+	if got := policy(); got != unix.SCHED_FIFO {
+		t.Skipf("ptrace thread's policy %d in non-stop mode: no real-time class here (not root?)", got)
+	}
+	if err := p.SetNonStop(false); err != nil {
+		t.Fatal(err)
+	}
+	if got := policy(); got != unix.SCHED_NORMAL {
+		t.Errorf("ptrace thread's policy %d in all-stop mode, want SCHED_NORMAL", got)
 	}
 }

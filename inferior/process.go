@@ -98,13 +98,12 @@ type Process struct {
 	paused   int
 	sigchld  chan os.Signal
 	// statusWake and statusTaken link the ptrace goroutine with
-	// statusWaiter (non-stop mode); collected counts the statuses
-	// handled, nonStopFlag mirrors nonStop for statusWaiter, which
-	// counts its wakes in waiterWakes.
+	// statusWaiter (non-stop mode); nonStopFlag mirrors nonStop for
+	// statusWaiter, which counts its wakes in waiterWakes.
 	statusWake  chan struct{}
-	statusTaken chan bool
-	collected   uint64
+	statusTaken chan struct{}
 	nonStopFlag atomic.Bool
+	tracerRT    func() // puts the ptrace thread back (tracerRealtime)
 	waiterWakes atomic.Int64
 	memFile     *os.File
 	swbps       map[uint64]*swBreakpoint

@@ -2,6 +2,7 @@ package inferior
 
 import (
 	"runtime"
+	"slices"
 	"time"
 	"unsafe"
 
@@ -32,8 +33,9 @@ import (
 // statusWaiterBackoff, and SIGCHLD wakes it too.
 
 // statusWaiterBackoff is how long statusWaiter waits before it reports
-// again a status the ptrace goroutine did not collect (a child of the
-// stub's that is no tracee, which waitid without __WNOTHREAD sees too).
+// a status that is not of one of this Process's threads (a child of the
+// stub's that is no tracee, a fork child's first stop), which waitid
+// without __WNOTHREAD sees too and the ptrace goroutine may not collect.
 const statusWaiterBackoff = time.Millisecond
 
 // chldInfo is the siginfo a waitid fills in for a child: unix.Siginfo's
@@ -66,20 +68,19 @@ func (p *Process) startStatusWaiter() {
 		return
 	}
 	p.statusWake = make(chan struct{}, 1)
-	p.statusTaken = make(chan bool, 1)
+	p.statusTaken = make(chan struct{}, 1)
 	go p.statusWaiter()
 }
 
 // statusWaiter wakes the ptrace goroutine (statusWake) whenever a status
 // is there to collect, in non-stop mode, and waits for it to say it
-// drained (statusTaken, true if it collected anything) before it looks
-// again. A status left uncollected twice in a row is reported again only
-// after statusWaiterBackoff.
+// drained (statusTaken) before it looks again. A status that is not of
+// one of the Process's threads is reported only after
+// statusWaiterBackoff, slept on this raised thread (a Go timer would
+// wait for a thread of the stub's at normal priority to run it).
 func (p *Process) statusWaiter() {
 	runtime.LockOSThread() // never unlocked: the thread ends with it
 	prio.Raise(unix.Gettid())
-	var last chldInfo
-	stuck := false
 	for {
 		if !p.nonStopFlag.Load() {
 			// All-stop: the ptrace goroutine blocks in wait4 itself.
@@ -97,10 +98,9 @@ func (p *Process) statusWaiter() {
 			}
 			continue
 		}
-		if stuck && ci.Pid == last.Pid && ci.Code == last.Code && ci.Status == last.Status {
-			if p.waitOrDone(statusWaiterBackoff) {
-				return
-			}
+		if !p.isThread(int(ci.Pid)) {
+			ts := unix.NsecToTimespec(statusWaiterBackoff.Nanoseconds())
+			_ = unix.Nanosleep(&ts, nil)
 		}
 		p.waiterWakes.Add(1)
 		select {
@@ -108,12 +108,19 @@ func (p *Process) statusWaiter() {
 		default:
 		}
 		select {
-		case took := <-p.statusTaken:
-			stuck, last = !took, ci
+		case <-p.statusTaken:
 		case <-p.done:
 			return
 		}
 	}
+}
+
+// isThread reports whether tid is one of the Process's live threads (the
+// snapshot updateTids keeps).
+func (p *Process) isThread(tid int) bool {
+	p.tidsMu.Lock()
+	defer p.tidsMu.Unlock()
+	return slices.Contains(p.tids, tid)
 }
 
 // waitOrDone sleeps d and reports whether the Process was closed.
@@ -127,12 +134,11 @@ func (p *Process) waitOrDone(d time.Duration) bool {
 }
 
 // drainForWaiter is the ptrace goroutine's answer to statusWake: drain,
-// then tell statusWaiter whether any status was collected.
+// then tell statusWaiter it may look again.
 func (p *Process) drainForWaiter() {
-	before := p.collected
 	p.drain()
 	select {
-	case p.statusTaken <- p.collected != before:
+	case p.statusTaken <- struct{}{}:
 	default:
 	}
 }

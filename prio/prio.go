@@ -52,7 +52,9 @@ func Realtime(tid int) (restore func()) {
 	if err != nil || old.Policy != unix.SCHED_NORMAL {
 		return func() {}
 	}
-	rt := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}
+	// Threads the thread creates meanwhile (a Go runtime thread started
+	// from the stub's, a clone of the program's) do not inherit it.
+	rt := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1, Flags: unix.SCHED_FLAG_RESET_ON_FORK}
 	if unix.SchedSetAttr(tid, &rt, 0) != nil {
 		return func() {}
 	}

@@ -1,7 +1,9 @@
 package prio
 
 import (
+	"os/exec"
 	"runtime"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -69,5 +71,26 @@ func TestRealtime(t *testing.T) {
 	restore()
 	if got := attr(); got.Policy != before.Policy || got.Nice != before.Nice {
 		t.Errorf("policy %d nice %d after, want %d and %d as before", got.Policy, got.Nice, before.Policy, before.Nice)
+	}
+}
+
+// TestRealtimeNotInherited: a process started from a thread made
+// real-time runs in the normal class (SCHED_FLAG_RESET_ON_FORK), as do
+// threads created from it (a Go runtime thread, a program's clone).
+func TestRealtimeNotInherited(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	restore := Realtime(unix.Gettid())
+	defer restore()
+	if a, err := unix.SchedGetAttr(unix.Gettid(), 0); err != nil || a.Policy != unix.SCHED_FIFO {
+		t.Skip("cannot make this thread real-time (not root?)")
+	}
+	// The child is forked from this locked thread.
+	out, err := exec.Command("sh", "-c", "cat /proc/self/sched | grep -m1 policy").CombinedOutput()
+	if err != nil {
+		t.Skipf("no shell: %v", err)
+	}
+	if !strings.Contains(string(out), " 0") { // SCHED_NORMAL
+		t.Errorf("child's %s, want policy 0 (SCHED_NORMAL)", strings.TrimSpace(string(out)))
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -295,10 +296,27 @@ func parseArgs(args []string) (*options, error) {
 }
 
 func main() {
+	spareProcs()
 	stop := cpuProfile(os.Getenv("GOTPSTUB_CPUPROFILE"))
 	code := run(os.Args[1:])
 	stop()
 	os.Exit(code)
+}
+
+// spareProcs gives the Go scheduler two Ps more than the machine has
+// CPUs (unless GOMAXPROCS is set): the ptrace goroutine, locked to its
+// raised thread, needs a P to run, and with one P per CPU it waited in
+// the run queue behind the stub's other goroutines (the drainer, the
+// packet handler) for up to their 10 ms time slice while a thread of
+// the program stood stopped for it (the kernel's scheduler trace of
+// e2e's TestNonStopTraceWhileRunning: the ptrace thread handing its P
+// back and forth, asleep 1-2 ms between). With spare Ps every runnable
+// goroutine has its thread, and the kernel, which knows the ptrace
+// thread's priority, picks who runs.
+func spareProcs() {
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(runtime.NumCPU() + 2)
+	}
 }
 
 // cpuProfile writes the stub's CPU profile to path (pprof format) until
