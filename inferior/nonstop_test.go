@@ -235,3 +235,52 @@ func TestNonStopTracerRealtime(t *testing.T) {
 		t.Errorf("ptrace thread's policy %d in all-stop mode, want SCHED_NORMAL", got)
 	}
 }
+
+// TestNonStopTrapStepInPlace: five threads through an internal trap in
+// non-stop mode whose hook leaves the pc on it, so the stub steps each
+// over the trap in place, every other thread stopped meanwhile
+// (stopAll, from inside the handling of a status). Statuses drainAll
+// collected and had not handled yet must count as stops there: kept
+// aside, they left stopAll waiting for ever for threads already stopped.
+func TestNonStopTrapStepInPlace(t *testing.T) {
+	p := launchNonStop(t, "livepatch")
+	site := symbol(t, p, "nop5_at")
+	var mu sync.Mutex
+	hits := map[int]int{}
+	p.SetTrapHook(func(s *Stopped) TrapAction {
+		mu.Lock()
+		hits[s.Tid()]++
+		mu.Unlock()
+		return TrapResume // the pc stays on the trap: stepped over in place
+	})
+	if err := p.InsertInternalTrap(site); err != nil {
+		t.Fatal(err)
+	}
+	resumeAll(t, p)
+	time.Sleep(300 * time.Millisecond)
+	stopped := make(chan error, 1)
+	go func() {
+		err := p.Resume([]Action{{Tid: -1, Stop: true}})
+		for err == nil {
+			ev, werr := p.Wait()
+			if werr != nil || ev.Kind == NoResumed {
+				err = werr
+				break
+			}
+		}
+		stopped <- err
+	}()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the threads did not all stop: the stub is stuck")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(hits) != 5 {
+		t.Errorf("hits per thread %v, want hits from 5 threads", hits)
+	}
+}
