@@ -35,7 +35,6 @@ func startSchedTrace(comm string) (*schedTrace, error) {
 	if _, err := os.Stat(filepath.Join(tracefsRoot, "instances")); err != nil {
 		return nil, fmt.Errorf("no tracefs at %s: %w", tracefsRoot, err)
 	}
-	removeStaleInstances()
 	dir := filepath.Join(tracefsRoot, "instances", fmt.Sprintf("gotpstub-e2e-%d", os.Getpid()))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("making a tracefs instance: %w", err)
@@ -55,18 +54,6 @@ func startSchedTrace(comm string) (*schedTrace, error) {
 		}
 	}
 	return s, nil
-}
-
-// removeStaleInstances removes the tracefs instances of test processes
-// that died without removing theirs (each holds its buffers).
-func removeStaleInstances() {
-	dirs, _ := filepath.Glob(filepath.Join(tracefsRoot, "instances", "gotpstub-e2e-*"))
-	for _, d := range dirs {
-		pid := strings.TrimPrefix(filepath.Base(d), "gotpstub-e2e-")
-		if _, err := os.Stat(filepath.Join("/proc", pid)); os.IsNotExist(err) {
-			_ = os.Remove(d)
-		}
-	}
 }
 
 // mark writes text into the trace, between the events around it.

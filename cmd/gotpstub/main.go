@@ -303,8 +303,8 @@ func main() {
 	os.Exit(code)
 }
 
-// spareProcs gives the Go scheduler two Ps more than its default, the
-// CPUs the stub may use (unless GOMAXPROCS is set): the ptrace goroutine, locked to its
+// spareProcs gives the Go scheduler two Ps more than the machine has
+// CPUs (unless GOMAXPROCS is set): the ptrace goroutine, locked to its
 // raised thread, needs a P to run, and with one P per CPU it waited in
 // the run queue behind the stub's other goroutines (the drainer, the
 // packet handler) for up to their 10 ms time slice while a thread of
@@ -315,8 +315,7 @@ func main() {
 // thread's priority, picks who runs.
 func spareProcs() {
 	if os.Getenv("GOMAXPROCS") == "" {
-		// The default already counts a container's CPU limit.
-		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 2)
+		runtime.GOMAXPROCS(runtime.NumCPU() + 2)
 	}
 }
 
